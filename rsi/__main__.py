@@ -1,0 +1,5 @@
+import sys
+
+from rsi.cli import main
+
+sys.exit(main())

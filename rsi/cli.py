@@ -1,0 +1,220 @@
+"""Command line: ``rsi <verb>`` (also ``python -m rsi``). Exit codes: 0 ok, 1 a check failed, 2 usage error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_budget(text: str) -> tuple[int | None, float | None]:
+    """``20`` -> 20 candidates; ``30m`` -> 30 minutes; ``20,30m`` -> both."""
+    cands, minutes = None, None
+    for part in text.split(","):
+        part = part.strip()
+        if re.fullmatch(r"\d+", part):
+            cands = int(part)
+        elif re.fullmatch(r"\d+(\.\d+)?m", part):
+            minutes = float(part[:-1])
+        else:
+            raise UsageError(f"--budget {text!r}: use N (candidates), Nm (minutes) or N,Mm (both), e.g. --budget 20,30m")
+    if cands is not None and cands < 1:
+        raise UsageError("--budget needs at least 1 candidate")
+    return cands, minutes
+
+
+def _backend(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "interpret"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--backend cuda needs a CUDA GPU and none is visible; use --backend interpret "
+                         "(Triton interpreter, correctness only) on this machine")
+    return requested
+
+
+def cmd_search(a: argparse.Namespace) -> int:
+    from rsi.refs import op_names
+    from rsi.search.display import print_summary
+    from rsi.search.loop import SearchError, SearchOptions, run_search
+    from rsi.targets import TargetError, resolve_target
+
+    ops = op_names() if a.op_group == "all" else [a.op_group]
+    for op in ops:
+        if op not in op_names():
+            raise UsageError(f"unknown --op-group {op!r}; known: {', '.join(op_names())}, all")
+    backend = _backend(a.backend)
+    cands, minutes = parse_budget(a.budget)
+    target_name = None
+    proxy = False
+    if backend == "cuda":
+        try:
+            target, local, proxy = resolve_target(a.gpu, a.allow_proxy)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        if target is None:
+            raise UsageError("this GPU is not in the target registry; pass --gpu <target> --allow-proxy to measure "
+                             "it as a labelled proxy (`rsi env` lists targets)")
+        target_name = target.name
+    elif a.gpu:
+        console.print(f"[yellow]note:[/] --backend interpret checks correctness only; --gpu {a.gpu} is not measured "
+                      "and nothing is promoted")
+    if a.dry_run:
+        console.print(f"dry run: would search {', '.join(ops)} on backend {backend}, target {target_name}, "
+                      f"proposer {a.proposer}, budget {cands} candidates / {minutes} min")
+        return 0
+    code = 0
+    for op in ops:
+        opts = SearchOptions(op=op, backend=backend, target=target_name, proxy=proxy, proposer=a.proposer,
+                             budget_candidates=cands or 20, budget_minutes=minutes or 60.0, seed=a.seed,
+                             root=a.root, db=a.db, resume=a.resume, candidate_timeout_s=a.candidate_timeout,
+                             timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
+                             proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
+                                            "transcript": a.transcript})
+        try:
+            summary = run_search(opts)
+        except SearchError as e:
+            raise UsageError(str(e)) from None
+        print_summary(summary, console)
+        if a.summary_out:
+            out = Path(a.summary_out.replace("{op}", op))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+            console.print(f"summary written to {out}")
+        if summary["accepted"] == 0:
+            code = 1
+    return code
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    from rsi.verify import verify_all
+
+    backend = _backend(a.backend)
+    results = verify_all(root=a.root, target=a.gpu, backend=backend, timeout_s=a.candidate_timeout)
+    t = Table(title="rsi verify")
+    for c in ("target", "op", "kernel", "verdict", "reason"):
+        t.add_column(c, overflow="fold")
+    for r in results:
+        t.add_row(r["target"], r["op"], r["kernel"], r["status"], r["reason"][:120])
+    console.print(t)
+    if not results:
+        console.print("no verified kernels are locked" + (f" for {a.gpu}" if a.gpu else ""))
+    return 0 if all(r["status"] == "accepted" for r in results) else 1
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    from rsi.show import show
+
+    return show(a, console)
+
+
+def cmd_env(a: argparse.Namespace) -> int:
+    from rsi import env as envmod
+    from rsi.targets import TARGETS, detect_local
+
+    e = envmod.capture()
+    local = detect_local()
+    t = Table(title="environment")
+    t.add_column("key")
+    t.add_column("value")
+    for k, v in e.items():
+        t.add_row(k, str(v))
+    t.add_row("local target", local.name if local else "none (Triton interpreter backend)")
+    console.print(t)
+    t = Table(title="GPU targets")
+    for c in ("target", "arch", "cc", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "features"):
+        t.add_column(c)
+    for tg in TARGETS.values():
+        t.add_row(tg.name, tg.arch, "%d.%d" % tg.compute_capability, str(tg.memory_gb), str(tg.hbm_tbps),
+                  str(tg.bf16_tflops), str(tg.fp8_tflops), ",".join(sorted(tg.features)))
+    console.print(t)
+    if a.json:
+        print(json.dumps(e, indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rsi", description="Recursive kernel search for MiniMax-H3 under a fail-closed "
+                                                        "contract.")
+    p.add_argument("--root", default=".", help="workspace root holding candidates/, verified_kernels/ (default: .)")
+    p.add_argument("--db", default=".rsi/rsi.db", help="SQLite database, relative to --root (default: .rsi/rsi.db)")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    s = sub.add_parser("search", help="search realizations of an op group and promote verified kernels")
+    s.add_argument("--op-group", required=True, help="op group to search (e.g. swiglu), or 'all'")
+    s.add_argument("--gpu", default=None, help="GPU target the records are for (must match this GPU; see rsi env)")
+    s.add_argument("--allow-proxy", action="store_true", help="measure on a different GPU, label every record "
+                                                              "proxy, never lock it")
+    s.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpret"],
+                   help="cuda (time on the GPU), interpret (Triton interpreter on the CPU: correctness only, nothing "
+                        "promoted); auto picks cuda when a GPU is visible")
+    s.add_argument("--proposer", default="offline", choices=["offline", "openai", "anthropic", "openai-compatible",
+                                                               "agent", "replay"],
+                   help="where candidates come from (default offline: Optuna TPE over Triton templates)")
+    s.add_argument("--model", default=None, help="model name for LLM proposers")
+    s.add_argument("--base-url", default=None, help="endpoint for --proposer openai-compatible")
+    s.add_argument("--inbox", default=None, help="folder for --proposer agent (prompts out, replies in)")
+    s.add_argument("--transcript", default=None, help="transcript file for --proposer replay")
+    s.add_argument("--budget", default="20", help="N candidates, Nm minutes, or N,Mm (default 20)")
+    s.add_argument("--resume", nargs="?", const="latest", default=None,
+                   help="continue the latest unfinished run of this op group (or the run id given)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the proposer (default 0)")
+    s.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per candidate before it is "
+                                                                           "killed and rejected (default 600)")
+    s.add_argument("--warmup", type=int, default=5, help="warm-up calls per implementation (default 5)")
+    s.add_argument("--reps", type=int, default=40, help="timed repetitions per implementation (default 40)")
+    s.add_argument("--summary-out", default=None, help="also write the closing summary as JSON here ({op} expands)")
+    s.add_argument("--quiet", action="store_true", help="no live table")
+    s.add_argument("--dry-run", action="store_true", help="check arguments and target, run nothing")
+    s.set_defaults(fn=cmd_search)
+
+    v = sub.add_parser("verify", help="re-check locked verified kernels on this GPU (correctness, timing, physics)")
+    v.add_argument("--gpu", default=None, help="target whose lock to check (default: the local GPU's)")
+    v.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpret"],
+                   help="interpret re-checks correctness on small shapes only")
+    v.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per kernel (default 600)")
+    v.add_argument("--dry-run", action="store_true", help="list what would be verified")
+    v.set_defaults(fn=cmd_verify)
+
+    w = sub.add_parser("show", help="runs, candidates and verdicts as tables")
+    w.add_argument("--run", default=None, help="show one run's candidates and verdicts")
+    w.add_argument("--candidate", default=None, help="show one candidate (hash prefix): config, verdicts, source")
+    w.add_argument("--ops", action="store_true", help="list op groups with their tolerance classes and shapes")
+    w.add_argument("--limit", type=int, default=20, help="rows (default 20)")
+    w.add_argument("--dry-run", action="store_true", help="same as without (show changes nothing)")
+    w.set_defaults(fn=cmd_show)
+
+    e = sub.add_parser("env", help="this machine, its GPU target and the target registry")
+    e.add_argument("--json", action="store_true", help="also print the environment as JSON")
+    e.add_argument("--dry-run", action="store_true", help="same as without")
+    e.set_defaults(fn=cmd_env)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return a.fn(a)
+    except UsageError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    except FileNotFoundError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

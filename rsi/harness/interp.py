@@ -1,0 +1,35 @@
+"""Make the Triton interpreter round like the GPU.
+
+Triton 3.6's interpreter converts fp32 -> bf16/fp16 by truncating the mantissa (its ``_convert_float`` ignores
+the rounding mode), while compiled kernels round to nearest even (``cvt.rn``). Judged under the interpreter, a
+correct kernel would then look like a lower-precision one. Only the interpret backend applies this patch; it
+replaces the fp32 -> bf16/fp16 downcast with torch's/numpy's round-to-nearest-even casts (NaN preserved) and leaves
+every other conversion (fp8, upcasts) to the interpreter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def patch_interpreter_rounding() -> bool:
+    """Idempotent; returns True when the patch is in place."""
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_rsi_rne_patch", False):
+        return True
+    original = interpreter._convert_float
+
+    def convert(input, input_dtype, output_dtype, rounding_mode):
+        if input_dtype == tl.float32 and output_dtype == tl.bfloat16:
+            src = torch.from_numpy(np.ascontiguousarray(input).view(np.float32))
+            return src.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).reshape(input.shape)
+        if input_dtype == tl.float32 and output_dtype == tl.float16:
+            return np.ascontiguousarray(input).view(np.float32).astype(np.float16).view(np.uint16)
+        return original(input, input_dtype, output_dtype, rounding_mode)
+
+    interpreter._convert_float = convert
+    interpreter._rsi_rne_patch = True
+    return True

@@ -1,0 +1,125 @@
+"""The only timing code in rsi: CUDA events, L2 flushed before every repetition, interleaved A/B, medians.
+
+Method (recorded with every timing as ``method``): each implementation is warmed up (absorbing JIT and autotune),
+then for every repetition the implementations run in rotating order; before each call a buffer larger than L2 is
+overwritten, inputs rotate among pre-made sets (fresh random data made outside the timed region), and CUDA events
+bracket the call on the current stream. A second, shorter pass brackets each call with ``torch.cuda.synchronize``
+so that work hidden on other streams shows up as a gap between the two (the side-stream check).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+METHOD = "cuda_event+l2_flush+interleaved"
+FLUSH_BYTES = 256 * 1024 * 1024  # H200 L2 is 60 MB; B200 126 MB
+
+
+@dataclass
+class Samples:
+    name: str
+    times_us: list[float] = field(default_factory=list)
+    sync_times_us: list[float] = field(default_factory=list)
+
+    def pct(self, q: float) -> float:
+        xs = sorted(self.times_us)
+        if not xs:
+            return float("nan")
+        k = min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))
+        return xs[k]
+
+    def summary(self) -> dict[str, float]:
+        return {"p20_us": self.pct(0.2), "p50_us": self.pct(0.5), "p80_us": self.pct(0.8), "n": len(self.times_us),
+                "sync_p50_us": statistics.median(self.sync_times_us) if self.sync_times_us else float("nan")}
+
+
+def ratio_ci(base: Sequence[float], cand: Sequence[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of the paired per-repetition ratios base/cand (>1: candidate faster) and its bootstrap 95% CI."""
+    import random
+
+    ratios = [b / c for b, c in zip(base, cand) if c > 0]
+    if not ratios:
+        return float("nan"), float("nan"), float("nan")
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(n_boot))
+    return statistics.median(ratios), meds[int(0.025 * n_boot)], meds[int(0.975 * n_boot) - 1]
+
+
+class Flusher:
+    def __init__(self, device: torch.device | str = "cuda", nbytes: int = FLUSH_BYTES):
+        self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buf.zero_()
+
+
+def measure_copy_bandwidth(device="cuda", nbytes: int = 2 * 1024**3, reps: int = 20) -> dict[str, float]:
+    """Device-to-device copy, counting bytes read plus bytes written: the practical bandwidth ceiling."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    flush = Flusher(device)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(reps):
+        flush()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        dst.copy_(src)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    p50 = statistics.median(times)
+    del src, dst
+    return {"bytes": 2 * nbytes, "p50_us": p50, "gbps": 2 * nbytes / (p50 * 1e-6) / 1e9}
+
+
+def time_interleaved(impls: dict[str, Callable[..., Any]], input_sets: Sequence[tuple], warmup: int = 5,
+                     reps: int = 40, sync_reps: int = 10, device="cuda") -> dict[str, Samples]:
+    """Time every implementation on the same inputs, interleaved, with L2 flushed before every call."""
+    flush = Flusher(device)
+    names = list(impls)
+    for name in names:
+        for w in range(warmup):
+            impls[name](*input_sets[w % len(input_sets)])
+    torch.cuda.synchronize()
+    out = {n: Samples(n) for n in names}
+    events = []
+    for r in range(reps):
+        order = names[r % len(names):] + names[: r % len(names)]
+        args = input_sets[r % len(input_sets)]
+        for name in order:
+            flush()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            impls[name](*args)
+            e.record()
+            events.append((name, s, e))
+    torch.cuda.synchronize()
+    for name, s, e in events:
+        out[name].times_us.append(s.elapsed_time(e) * 1e3)
+    # side-stream check: the same calls bracketed by device-wide synchronization
+    for r in range(sync_reps):
+        args = input_sets[r % len(input_sets)]
+        for name in names:
+            flush()
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            impls[name](*args)
+            torch.cuda.synchronize()
+            e.record()
+            e.synchronize()
+            out[name].sync_times_us.append(s.elapsed_time(e) * 1e3)
+    return out
+
+
+def hidden_work_gap(cand: Samples, base: Samples) -> float:
+    """Extra time that only a device-wide sync sees for the candidate, beyond the baseline's own sync overhead."""
+    c = cand.summary()
+    b = base.summary()
+    return (c["sync_p50_us"] - c["p50_us"]) - (b["sync_p50_us"] - b["p50_us"])

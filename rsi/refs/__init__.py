@@ -1,0 +1,30 @@
+"""Reference op groups, one module per op group: the single source of truth of *what* is computed."""
+
+from __future__ import annotations
+
+import importlib
+
+from rsi.contract import OpGroup
+
+# op name -> module under rsi.refs; the same name is used in search_spaces/, templates, verified_kernels/, tests
+OP_MODULES = {
+    "swiglu": "rsi.refs.swiglu",
+}
+
+
+def op_names() -> list[str]:
+    return list(OP_MODULES)
+
+
+def get_op_group(name: str) -> OpGroup:
+    if name not in OP_MODULES:
+        raise KeyError(f"unknown op group {name!r}; known: {', '.join(OP_MODULES)} (see `rsi show --ops`)")
+    return importlib.import_module(OP_MODULES[name]).OP_GROUP
+
+
+def reference_source_sha256(name: str) -> str:
+    """Hash of the reference module's source: a record pins the exact reference it was verified against."""
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(importlib.import_module(OP_MODULES[name])).encode()).hexdigest()

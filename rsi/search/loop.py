@@ -1,0 +1,187 @@
+"""The recursive search loop: propose -> judge in the isolated worker -> record -> feed back -> promote.
+
+The current best (the locked verified kernel for this target, else torch.compile, else eager) is the baseline
+every candidate is timed against, interleaved in the same worker; a promoted candidate becomes the next baseline at
+once. Each verdict is committed to the store before the next candidate starts, so a killed search resumes
+(``--resume``) with every judged candidate intact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rsi import env as envmod
+from rsi.contract import Candidate
+from rsi.harness.sandbox import Sandbox
+from rsi.refs import get_op_group, reference_source_sha256
+from rsi.search import promote
+from rsi.search.display import SearchDisplay
+from rsi.search.propose import OfflineProposer, Proposer, objective_of
+from rsi.spaces import load_space
+from rsi.store import Store
+from rsi.verified import lock_kernel, locked_kernel, write_record
+
+
+class SearchError(RuntimeError):
+    """A search that cannot start; the message says what to do."""
+
+
+@dataclass
+class SearchOptions:
+    op: str
+    backend: str                 # "cuda" | "interpret"
+    target: str | None           # GPU target name the records are for (None: interpreter)
+    proxy: bool = False
+    proposer: str = "offline"
+    budget_candidates: int = 20
+    budget_minutes: float = 60.0
+    seed: int = 0
+    root: str = "."
+    db: str = ".rsi/rsi.db"
+    resume: str | None = None    # run id, or "latest"
+    candidate_timeout_s: float = 600.0
+    timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
+    proposer_args: dict[str, Any] = field(default_factory=dict)
+    quiet: bool = False
+
+
+def make_proposer(opts: SearchOptions, store: Store, run_id: str, space) -> Proposer:
+    if opts.proposer == "offline":
+        return OfflineProposer(space, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed)
+    from rsi.search import llm_proposers  # noqa: F401  (registered by the LLM-proposer issue)
+
+    return llm_proposers.make(opts, store, run_id, space)
+
+
+def _incumbent(opts: SearchOptions):
+    if opts.target is None or opts.backend != "cuda":
+        return None
+    return locked_kernel(opts.root, opts.target, opts.op)
+
+
+def run_search(opts: SearchOptions) -> dict[str, Any]:
+    op = get_op_group(opts.op)
+    space = load_space(opts.op)
+    store = Store(Path(opts.root) / opts.db if not Path(opts.db).is_absolute() else opts.db, opts.root)
+    env = envmod.capture()
+    if opts.resume:
+        run = store.get_run(opts.resume) if opts.resume != "latest" else store.latest_unfinished(opts.op)
+        if run is None:
+            raise SearchError(f"no unfinished run to resume for op group {opts.op!r}"
+                              + (f" with id {opts.resume}" if opts.resume != "latest" else "")
+                              + "; `rsi show` lists runs, or start a new search without --resume")
+        saved = SearchOptions(**{**asdict(opts), **run.args, "resume": opts.resume, "quiet": opts.quiet})
+        opts = saved
+        run_id = run.id
+        store.mark_running(run_id)
+    else:
+        args = {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet")}
+        run_id = store.create_run(opts.op, opts.target, opts.backend, opts.proposer, args, env, opts.proxy)
+    done = store.evaluations(run_id)
+    seq = len(done)
+    incumbent = _incumbent(opts)
+    proposer = make_proposer(opts, store, run_id, space)
+    display = SearchDisplay(opts, run_id, space.buckets, quiet=opts.quiet)
+    for e in done:
+        display.add(e["seq"], e["verdict"], store.load_candidate(e["candidate"]), resumed=True)
+    started = time.monotonic()
+    promoted: list[dict[str, Any]] = []
+    status = "finished"
+    sandbox = Sandbox(opts.backend, timeout_s=opts.candidate_timeout_s)
+    try:
+        with display:
+            while seq < opts.budget_candidates:
+                if (time.monotonic() - started) / 60.0 > opts.budget_minutes:
+                    display.note(f"time budget of {opts.budget_minutes} min reached")
+                    break
+                proposal = proposer.propose()
+                if proposal is None:
+                    display.note("proposer has nothing left to try")
+                    break
+                cand = proposal.candidate
+                store.save_candidate(cand)
+                display.start(seq, cand)
+                job = {"candidate": {"op": cand.op, "source": cand.source, "config": dict(cand.config),
+                                     "parent": cand.parent},
+                       "backend": opts.backend, "timing": dict(opts.timing),
+                       "best": (incumbent.candidate.to_json() | {"source": incumbent.source}) if incumbent else None}
+                verdict = sandbox.evaluate(job, cand.hash)
+                objective = objective_of(verdict, opts.backend)
+                store.record_evaluation(run_id, seq, verdict, objective)
+                proposer.feedback(proposal, verdict, objective)
+                _remember(store, opts, run_id, cand, verdict, incumbent)
+                display.add(seq, verdict, cand)
+                seq += 1
+                if verdict["status"] == "accepted" and opts.backend == "cuda" and opts.target:
+                    dec = promote.decide(verdict, space.buckets, incumbent is not None)
+                    display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
+                                 dec.reason())
+                    if dec.promote:
+                        incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env)
+                        promoted.append({"candidate": cand.hash, "path": str(incumbent.path)})
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        sandbox.close()
+    summary = summarize(store, run_id, opts, promoted)
+    store.finish_run(run_id, status, summary)
+    store.close()
+    return summary
+
+
+def _promote(store, opts, run_id, op, space, cand, verdict, dec, env):
+    record = promote.build_record(cand=cand, op_group=op, verdict=verdict, decision=dec, env=env, space=space,
+                                  run_id=run_id, reference_sha=reference_source_sha256(opts.op), proxy=opts.proxy,
+                                  seed=opts.seed, proposer=opts.proposer)
+    path = write_record(opts.root, cand, space.template, record)
+    locked = not opts.proxy
+    if locked:
+        lock_kernel(opts.root, opts.target, opts.op, path)
+    store.record_promotion(run_id, opts.op, opts.target, cand.hash, str(path), locked)
+    from rsi.verified import VerifiedKernel
+
+    return VerifiedKernel(op=opts.op, path=path, record=record, source=cand.source)
+
+
+def _remember(store: Store, opts: SearchOptions, run_id: str, cand: Candidate, verdict: dict, incumbent) -> None:
+    """Proposer memory across runs and op groups: failure signatures and slow->fast pairs."""
+    if verdict["status"] != "accepted":
+        store.remember(opts.op, "failure", verdict["stage"], {"reason": verdict["reason"][:300],
+                                                              "config": dict(cand.config), "candidate": cand.hash},
+                       run_id)
+        return
+    for row in verdict.get("timings", []):
+        best = row["baselines"].get("best") or row["baselines"].get("compile")
+        if best and row["p50_us"] < best["p50_us"]:
+            store.remember(opts.op, "slow_fast", row["bucket"], {
+                "slow": incumbent.record["candidate_hash"] if incumbent else "torch.compile",
+                "fast": cand.hash, "slow_us": best["p50_us"], "fast_us": row["p50_us"], "config": dict(cand.config)},
+                run_id)
+
+
+def summarize(store: Store, run_id: str, opts: SearchOptions, promoted: list[dict]) -> dict[str, Any]:
+    evals = store.evaluations(run_id)
+    accepted = [e for e in evals if e["status"] == "accepted"]
+    best = None
+    if accepted and opts.backend == "cuda":
+        best_e = min(accepted, key=lambda e: e["objective"] if e["objective"] is not None else 1e9)
+        best = {"candidate": best_e["candidate"], "objective": best_e["objective"],
+                "config": store.load_candidate(best_e["candidate"]).config,
+                "per_shape": [{"bucket": r["bucket"], "p50_us": r["p50_us"], "pct_copy": r["pct_copy"],
+                               **{f"vs_{k}": v["speedup"] for k, v in r["baselines"].items()}}
+                              for r in best_e["verdict"]["timings"]]}
+    elif accepted:
+        best = {"candidate": accepted[0]["candidate"], "config": store.load_candidate(accepted[0]["candidate"]).config,
+                "per_shape": "timing not measured (interpreter)"}
+    all_promos = store.promotions(run_id)
+    reasons: dict[str, int] = {}
+    for e in evals:
+        if e["status"] != "accepted":
+            reasons[e["stage"]] = reasons.get(e["stage"], 0) + 1
+    return {"run_id": run_id, "op": opts.op, "backend": opts.backend, "target": opts.target, "proxy": opts.proxy,
+            "candidates": len(evals), "accepted": len(accepted), "rejected_by_stage": reasons, "best": best,
+            "promoted": [{"candidate": p["candidate"], "record": p["record_path"], "locked": bool(p["locked"])}
+                         for p in all_promos]}

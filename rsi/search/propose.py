@@ -1,0 +1,115 @@
+"""Proposers: where candidates come from. The offline proposer (default, no network) searches the op group's
+parametric Triton template with Optuna TPE; its study lives in the run's SQLite database, so it resumes.
+
+Every proposer implements ``propose() -> Proposal | None`` (None: nothing left to try) and
+``feedback(proposal, verdict, objective)``. Proposals are judged by the harness like any other candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rsi.contract import Candidate
+from rsi.spaces import Space, template_source
+
+
+@dataclass
+class Proposal:
+    candidate: Candidate
+    handle: Any = None                   # proposer-private (e.g. the Optuna trial number)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self) -> Proposal | None: ...
+
+    def feedback(self, proposal: Proposal, verdict: dict, objective: float | None) -> None: ...
+
+
+class OfflineProposer:
+    """Optuna TPE over the template's declared axes, seeded with the space's analytical heuristic."""
+
+    name = "offline"
+
+    def __init__(self, space: Space, storage_url: str, study_name: str, seed: int = 0, max_attempts: int = 200):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.space = space
+        self.source = template_source(space.template)
+        self.max_attempts = max_attempts
+        self.study = optuna.create_study(
+            study_name=study_name, storage=storage_url, direction="minimize", load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True))
+        self._dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.axes.items()}
+        self._requeue_interrupted()
+        if not self.study.trials:
+            self.study.enqueue_trial(space.heuristic())
+        self._seen: dict[str, float | None] = {}
+        for t in self.study.trials:
+            if t.state.is_finished() and t.user_attrs.get("candidate"):
+                self._seen[t.user_attrs["candidate"]] = t.value
+
+    def _requeue_interrupted(self) -> None:
+        """Trials left RUNNING by a killed search: fail them and queue their configs again (nothing lost)."""
+        import optuna
+
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            if t.params:
+                self.study.enqueue_trial(t.params, skip_if_exists=False)
+
+    def propose(self) -> Proposal | None:
+        import optuna
+
+        n_configs = len(self.space.enumerate())
+        for _ in range(self.max_attempts):
+            if len(self._seen) >= n_configs:
+                return None
+            trial = self.study.ask(self._dist)
+            config = dict(trial.params)
+            ok, why = self.space.valid(config)
+            if not ok:
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                continue
+            cand = Candidate(op=self.space.op, source=self.source, config=config, origin=self.name)
+            if cand.hash in self._seen:  # already judged: tell TPE the known outcome, ask again
+                value = self._seen[cand.hash]
+                if value is None:
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                else:
+                    self.study.tell(trial, value)
+                continue
+            trial.set_user_attr("candidate", cand.hash)
+            return Proposal(cand, handle=trial.number, meta={"trial": trial.number})
+        return None
+
+    def feedback(self, proposal: Proposal, verdict: dict, objective: float | None) -> None:
+        import optuna
+
+        self._seen[proposal.candidate.hash] = objective
+        if objective is None or not math.isfinite(objective):
+            self.study.tell(proposal.handle, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(proposal.handle, objective)
+
+
+def objective_of(verdict: dict, backend: str) -> float | None:
+    """Minimised by the optimizer: geometric mean over buckets of candidate p50 / best baseline p50.
+
+    Rejected -> None (a failed trial). Under the interpreter every accepted candidate scores 1.0 (no timing).
+    """
+    if verdict["status"] != "accepted":
+        return None
+    rows = verdict.get("timings", [])
+    if backend != "cuda" or not rows:
+        return 1.0
+    logs = []
+    for r in rows:
+        base = [b["p50_us"] for k, b in r["baselines"].items() if k in ("compile", "best", "eager")]
+        logs.append(math.log(r["p50_us"] / min(base)))
+    return math.exp(sum(logs) / len(logs))

@@ -1,0 +1,71 @@
+"""``rsi show``: runs, candidates and verdicts from the store as tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from rsi.store import Store
+
+
+def _store(a) -> Store:
+    path = Path(a.root) / a.db
+    if not path.exists():
+        raise FileNotFoundError(f"no database at {path}: run `rsi search` first, or pass --root/--db")
+    return Store(path, a.root)
+
+
+def show(a, console: Console) -> int:
+    if a.ops:
+        from rsi.refs import get_op_group, op_names
+
+        t = Table(title="op groups")
+        for c in ("op", "tolerance", "shapes", "non-contiguous inputs"):
+            t.add_column(c, overflow="fold")
+        for name in op_names():
+            g = get_op_group(name)
+            t.add_row(name, json.dumps(g.tolerance.describe()), ", ".join(s.key() for s in g.shapes),
+                      ", ".join(g.noncontiguous_inputs) or "-")
+        console.print(t)
+        return 0
+    store = _store(a)
+    if a.candidate:
+        row = store.conn.execute("SELECT hash FROM rsi_candidates WHERE hash LIKE ?", (a.candidate + "%",)).fetchone()
+        if row is None:
+            raise FileNotFoundError(f"no candidate with hash prefix {a.candidate}")
+        cand = store.load_candidate(row["hash"])
+        console.print(f"[bold]{cand.hash}[/] op {cand.op} origin {cand.origin} parent {cand.parent}")
+        console.print(f"config {dict(cand.config)}")
+        for e in store.conn.execute("SELECT run_id, seq, status, stage, reason FROM rsi_evaluations WHERE candidate=?",
+                                    (cand.hash,)):
+            console.print(f"  run {e['run_id']} #{e['seq']}: {e['status']} [{e['stage']}] {e['reason']}")
+        console.print(cand.source)
+        return 0
+    if a.run:
+        run = store.get_run(a.run)
+        if run is None:
+            raise FileNotFoundError(f"no run {a.run}; `rsi show` lists runs")
+        t = Table(title=f"run {run.id}: {run.op} on {run.backend} ({run.gpu or 'interpreter'}), {run.status}")
+        for c in ("#", "candidate", "config", "verdict", "stage", "objective", "reason"):
+            t.add_column(c, overflow="fold")
+        for e in store.evaluations(run.id):
+            cfg = store.load_candidate(e["candidate"]).config
+            t.add_row(str(e["seq"]), e["candidate"][:10], json.dumps(dict(cfg)), e["status"], e["stage"],
+                      f"{e['objective']:.3f}" if e["objective"] is not None else "-", e["reason"][:100])
+        console.print(t)
+        extra = getattr(a, "conversation_renderer", None)
+        if extra:
+            extra(store, run, console)
+        return 0
+    t = Table(title="runs")
+    for c in ("run", "op", "backend", "target", "proposer", "status", "candidates", "accepted", "promoted"):
+        t.add_column(c)
+    for r in store.runs(a.limit):
+        ev = store.evaluations(r.id)
+        t.add_row(r.id, r.op, r.backend, (r.gpu or "-") + (" (proxy)" if r.proxy else ""), r.proposer, r.status,
+                  str(len(ev)), str(sum(e["status"] == "accepted" for e in ev)), str(len(store.promotions(r.id))))
+    console.print(t)
+    return 0

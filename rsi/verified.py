@@ -1,0 +1,133 @@
+"""Verified kernels: ``verified_kernels/<op>/<name>-<h[:12]>/{kernel.py, record.json}`` and ``LOCK.json``.
+
+Write side (promotion, used by the search loop) and read side (resolution, used by the runtime and
+``rsi verify``). The lock pins op -> kernel per GPU target; proxy records are written but never locked.
+On load, a *hard* mismatch between a record's environment and this machine (compute capability, Triton major
+version, kernel source hash) refuses the kernel; a *soft* one (driver, torch patch) is reported and allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rsi.contract import Candidate, sha256_text
+
+LOCK_NAME = "LOCK.json"
+SCHEMA = 1
+
+
+def kernels_root(root: str | os.PathLike = ".") -> Path:
+    return Path(root) / "verified_kernels"
+
+
+def read_lock(root: str | os.PathLike = ".") -> dict[str, Any]:
+    path = kernels_root(root) / LOCK_NAME
+    if not path.exists():
+        return {"schema": SCHEMA, "targets": {}}
+    return json.loads(path.read_text())
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def kernel_dir_name(cand: Candidate, template: str) -> str:
+    return f"{template}-{cand.hash[:12]}"
+
+
+def write_record(root: str | os.PathLike, cand: Candidate, template: str, record: dict[str, Any]) -> Path:
+    d = kernels_root(root) / cand.op / kernel_dir_name(cand, template)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.py").write_text(cand.source)
+    _write_json_atomic(d / "record.json", record)
+    return d
+
+
+def lock_kernel(root: str | os.PathLike, target: str, op: str, kernel_dir: Path) -> None:
+    lock = read_lock(root)
+    rec_text = (kernel_dir / "record.json").read_text()
+    rel = kernel_dir.relative_to(kernels_root(root)).as_posix()
+    lock.setdefault("targets", {}).setdefault(target, {})[op] = {
+        "kernel": rel, "record_sha256": hashlib.sha256(rec_text.encode()).hexdigest()}
+    lock["schema"] = SCHEMA
+    _write_json_atomic(kernels_root(root) / LOCK_NAME, lock)
+
+
+@dataclass(frozen=True)
+class VerifiedKernel:
+    op: str
+    path: Path
+    record: dict[str, Any]
+    source: str
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(op=self.op, source=self.source, config=self.record["config"],
+                         parent=self.record["search"].get("parent"))
+
+    def buckets(self) -> list[dict[str, Any]]:
+        return self.record["shapes"]
+
+    def load(self) -> Callable[..., Any]:
+        """Import kernel.py as its own module and bind the recorded config."""
+        name = f"rsi_verified_{self.op}_{self.record['candidate_hash'][:12]}"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, self.path / "kernel.py")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+        launch = sys.modules[name].launch
+        config = dict(self.record["config"])
+        return lambda *inputs: launch(*inputs, **config)
+
+
+def locked_kernel(root: str | os.PathLike, target: str, op: str) -> VerifiedKernel | None:
+    entry = read_lock(root).get("targets", {}).get(target, {}).get(op)
+    if not entry:
+        return None
+    d = kernels_root(root) / entry["kernel"]
+    rec_path = d / "record.json"
+    if not rec_path.exists():
+        raise FileNotFoundError(f"LOCK.json pins {op} -> {entry['kernel']} for {target}, but {rec_path} is missing")
+    rec_text = rec_path.read_text()
+    if hashlib.sha256(rec_text.encode()).hexdigest() != entry["record_sha256"]:
+        raise ValueError(f"{rec_path} does not match the hash pinned in LOCK.json (edited after promotion?)")
+    return VerifiedKernel(op=op, path=d, record=json.loads(rec_text), source=(d / "kernel.py").read_text())
+
+
+def env_mismatch(record: dict[str, Any], env: dict[str, Any], source: str) -> tuple[list[str], list[str]]:
+    """(hard, soft) differences between the record's environment and this machine."""
+    hard, soft = [], []
+    r = record.get("env", {})
+    if r.get("compute_capability") != env.get("compute_capability"):
+        hard.append(f"compute capability {r.get('compute_capability')} != {env.get('compute_capability')}")
+    if str(r.get("triton", "")).split(".")[0] != str(env.get("triton", "")).split(".")[0]:
+        hard.append(f"Triton major {r.get('triton')} != {env.get('triton')}")
+    if sha256_text(source) != record.get("source_sha256"):
+        hard.append("kernel.py does not match the record's source_sha256")
+    for key in ("driver", "torch", "cuda"):
+        if r.get(key) != env.get(key):
+            soft.append(f"{key} {r.get(key)} != {env.get(key)}")
+    return hard, soft
+
+
+def serves(record: dict[str, Any], dims: dict[str, int], match: Callable[[dict, dict], bool]) -> str | None:
+    """Name of the recorded shape bucket that serves ``dims`` (per the op's bucket rule), else None."""
+    for s in record["shapes"]:
+        if match(s["shape"]["dims"], dims):
+            return s["bucket"]
+    return None
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
