@@ -83,8 +83,8 @@ class SpecialCase:
     """A named input pattern for correctness trials (zeros, huge magnitudes, subnormals, NaN/Inf, ...)."""
 
     name: str
-    # fn(inputs) -> inputs: rewrites freshly made inputs in place-free fashion (returns new tensors)
-    apply: Callable[[tuple], tuple]
+    # fn(inputs, which) -> inputs: returns new tensors for the float inputs at positions ``which`` (all if empty)
+    apply: Callable[..., tuple]
     # whether the reference propagates non-finite values for this case (NaN/Inf comparisons are then exact)
     nonfinite: bool = False
 
@@ -106,6 +106,7 @@ class OpGroup:
     bytes_moved: Callable[[Shape], int]     # compulsory bytes read + written (physics gate, %-of-copy)
     flops: Callable[[Shape], int] = lambda s: 0
     noncontiguous_inputs: Sequence[str] = ()
+    special_inputs: Sequence[int] = ()      # positions special values are applied to (empty: every float input)
     input_names: Sequence[str] = ()
     template: str = ""                      # module name under rsi.templates for the offline proposer
     liger: Callable[..., Any] | None = None  # Liger's implementation of this op, when Liger has one

@@ -121,12 +121,46 @@ def env_mismatch(record: dict[str, Any], env: dict[str, Any], source: str) -> tu
     return hard, soft
 
 
-def serves(record: dict[str, Any], dims: dict[str, int], match: Callable[[dict, dict], bool]) -> str | None:
-    """Name of the recorded shape bucket that serves ``dims`` (per the op's bucket rule), else None."""
+ROWS_SPAN = 2.0  # a bucket serves rows within [rows / 2, rows * 2] of the timed shape
+
+
+def bucket_of(record: dict[str, Any], dims: dict[str, int]) -> str | None:
+    """The recorded bucket that serves ``dims``: every non-row dim equal, rows within ROWS_SPAN of the timed rows
+    (nearest in log space). Outside every bucket the runtime uses the reference: no timing evidence there."""
+    import math
+
+    best, best_d = None, math.inf
     for s in record["shapes"]:
-        if match(s["shape"]["dims"], dims):
-            return s["bucket"]
-    return None
+        rd = s["shape"]["dims"]
+        if {k: v for k, v in rd.items() if k != "rows"} != {k: v for k, v in dims.items() if k != "rows"}:
+            continue
+        r0, r = rd.get("rows", 1), dims.get("rows", 1)
+        if r <= 0 or not (r0 / ROWS_SPAN <= r <= r0 * ROWS_SPAN):
+            continue
+        d = abs(math.log(r / r0))
+        if d < best_d:
+            best, best_d = s["bucket"], d
+    return best
+
+
+def resolve(root: str | os.PathLike, target: str | None, op: str, dims: dict[str, int],
+            env: dict[str, Any]) -> tuple[VerifiedKernel | None, str]:
+    """(kernel, why) for op at dims on this machine; kernel is None with the reason when the reference must run."""
+    if target is None:
+        return None, "no GPU target (CPU or unknown GPU)"
+    try:
+        vk = locked_kernel(root, target, op)
+    except (FileNotFoundError, ValueError) as e:
+        return None, f"lock entry unusable: {e}"
+    if vk is None:
+        return None, f"no verified kernel locked for {op} on {target}"
+    hard, soft = env_mismatch(vk.record, env, vk.source)
+    if hard:
+        return None, "refused (hard environment mismatch: " + "; ".join(hard) + ")"
+    bucket = bucket_of(vk.record, dims)
+    if bucket is None:
+        return None, f"shape {dims} outside the buckets {vk.path.name} was verified and timed on"
+    return vk, f"{vk.path.name} bucket {bucket}" + (f" (soft mismatch: {'; '.join(soft)})" if soft else "")
 
 
 def now() -> str:

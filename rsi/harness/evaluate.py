@@ -79,7 +79,7 @@ def correctness(op: OpGroup, fn: Callable, shapes: list[Shape], device: torch.de
         for label, seed, special in cases:
             inputs = op.make_inputs(shape, seed, device)
             if special is not None:
-                inputs = special.apply(inputs)
+                inputs = special.apply(inputs, tuple(op.special_inputs))
             where = f"shape {shape.key()} case {label}"
             refs = check.as_tuple(op.reference(*inputs))
             oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, Tolerance) else (None,) * len(refs)

@@ -9,6 +9,11 @@ from rsi.contract import OpGroup
 # op name -> module under rsi.refs; the same name is used in search_spaces/, templates, verified_kernels/, tests
 OP_MODULES = {
     "swiglu": "rsi.refs.swiglu",
+    "modulate": "rsi.refs.modulate",
+    "gate_residual_modulate": "rsi.refs.gate_residual_modulate",
+    "qk_norm_rope": "rsi.refs.qk_norm_rope",
+    "qkv_pack": "rsi.refs.qkv_pack",
+    "head_merge": "rsi.refs.head_merge",
 }
 
 

@@ -23,16 +23,18 @@ def randn(shape, seed: int, device, dtype=BF16, scale: float = 1.0) -> torch.Ten
     return x.to(dtype)
 
 
-def _map_float(inputs: tuple, fn) -> tuple:
-    """Apply fn to every floating-point tensor input (index and integer tensors are left as they are)."""
-    return tuple(fn(i, t) if torch.is_tensor(t) and t.is_floating_point() else t for i, t in enumerate(inputs))
+def _map_float(inputs: tuple, fn, which=()) -> tuple:
+    """Apply fn to the floating-point tensor inputs listed in ``which`` (all of them when empty); index tensors,
+    weights and table views that are not listed keep their values and layout."""
+    return tuple(fn(i, t) if torch.is_tensor(t) and t.is_floating_point() and (not which or i in which) else t
+                 for i, t in enumerate(inputs))
 
 
-def _zeros(inputs):
-    return _map_float(inputs, lambda i, t: torch.zeros_like(t))
+def _zeros(inputs, which=()):
+    return _map_float(inputs, lambda i, t: torch.zeros_like(t), which)
 
 
-def _zero_prefix(inputs):
+def _zero_prefix(inputs, which=()):
     """First half of the rows zero, the rest random: catches kernels that test one element and skip work."""
     def f(i, t):
         t = t.clone()
@@ -41,19 +43,19 @@ def _zero_prefix(inputs):
         else:
             t.zero_()
         return t
-    return _map_float(inputs, f)
+    return _map_float(inputs, f, which)
 
 
-def _large(inputs):
-    return _map_float(inputs, lambda i, t: (t.float() * 1.0e4).to(t.dtype))
+def _large(inputs, which=()):
+    return _map_float(inputs, lambda i, t: (t.float() * 1.0e4).to(t.dtype), which)
 
 
-def _subnormal(inputs):
+def _subnormal(inputs, which=()):
     # bf16 shares fp32's exponent range: 1e-39 is subnormal in both
-    return _map_float(inputs, lambda i, t: (t.float() * 1.0e-39).to(t.dtype))
+    return _map_float(inputs, lambda i, t: (t.float() * 1.0e-39).to(t.dtype), which)
 
 
-def _nonfinite(inputs):
+def _nonfinite(inputs, which=()):
     """Sprinkle NaN, +Inf and -Inf at fixed strided positions of every float input."""
     def f(i, t):
         t = t.clone()
@@ -64,7 +66,7 @@ def _nonfinite(inputs):
         for k, v in enumerate((float("nan"), float("inf"), float("-inf"))):
             flat[(k * 7 + i) % n:: max(n // 5, 1)] = v
         return t
-    return _map_float(inputs, f)
+    return _map_float(inputs, f, which)
 
 
 SPECIAL_ZEROS = SpecialCase("zeros", _zeros)
