@@ -208,11 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parser.parse_args(argv)
     try:
         return a.fn(a)
-    except UsageError as e:
-        console.print(f"[red]error:[/] {e}")
-        return 2
-    except FileNotFoundError as e:
-        console.print(f"[red]error:[/] {e}")
+    except (UsageError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
 

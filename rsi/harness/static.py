@@ -38,6 +38,8 @@ BANNED_NAMES = {
     "manual_seed", "set_rng_state",
 }
 TIMER_MODULES = {"time", "timeit", "datetime"}
+TIMER_WORDS = {"Event", "elapsed_time", "perf_counter", "perf_counter_ns", "monotonic", "process_time", "do_bench",
+               "synchronize", "record"}
 STREAM_WORDS = {"Stream", "stream", "current_stream", "set_stream", "wait_stream", "default_stream", "ExternalStream"}
 
 
@@ -149,6 +151,8 @@ class _Checker(ast.NodeVisitor):
         raise _Reject("with statement in a candidate (streams, devices, graph capture are not allowed)", node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in TIMER_WORDS:
+            raise _Reject(f"reads or patches a timer ({_dotted(node)})", node)
         if node.attr.startswith("__"):
             raise _Reject(f"dunder attribute access {node.attr!r}", node)
         if node.attr in STREAM_WORDS:
@@ -202,6 +206,11 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
+        parts = set(_dotted(node.func).split("."))
+        if parts & STREAM_WORDS:
+            raise _Reject(f"touches CUDA streams ({_dotted(node.func)})", node)
+        if parts & TIMER_WORDS:
+            raise _Reject(f"reads or patches a timer ({_dotted(node.func)})", node)
         if not self.in_jit:
             self._check_host_call(node)
         self.generic_visit(node)
