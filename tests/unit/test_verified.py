@@ -1,0 +1,75 @@
+"""Verified-kernel store: records, the lock, environment mismatch rules, shape buckets, `rsi verify`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rsi.contract import Candidate, sha256_text
+from rsi.spaces import template_source
+from rsi.verified import bucket_of, env_mismatch, lock_kernel, locked_kernel, read_lock, resolve, write_record
+
+ENV = {"compute_capability": "9.0", "triton": "3.6.0", "driver": "580.159.04", "torch": "2.11.0", "cuda": "13.0"}
+
+
+def _promote(root, config=None):
+    cand = Candidate("swiglu", template_source("swiglu"), config or {"FLAT": 1, "BLOCK_F": 512, "num_warps": 4})
+    record = {"schema": 1, "op": "swiglu", "candidate_hash": cand.hash, "source_sha256": sha256_text(cand.source),
+              "config": dict(cand.config), "env": dict(ENV), "search": {"parent": None},
+              "shapes": [{"shape": {"name": "per_rank", "dims": {"rows": 9562, "ffn": 14336}}, "bucket": "per_rank",
+                          "dtype": "bfloat16"},
+                         {"shape": {"name": "full", "dims": {"rows": 38248, "ffn": 14336}}, "bucket": "full",
+                          "dtype": "bfloat16"}]}
+    d = write_record(root, cand, "swiglu", record)
+    lock_kernel(root, "h200", "swiglu", d)
+    return cand, d
+
+
+def test_lock_round_trip_and_tamper(tmp_path):
+    cand, d = _promote(tmp_path)
+    lock = read_lock(tmp_path)
+    assert lock["targets"]["h200"]["swiglu"]["kernel"] == f"swiglu/swiglu-{cand.hash[:12]}"
+    vk = locked_kernel(tmp_path, "h200", "swiglu")
+    assert vk.candidate.hash == cand.hash and locked_kernel(tmp_path, "h100", "swiglu") is None
+    rec = json.loads((d / "record.json").read_text())
+    rec["config"]["BLOCK_F"] = 64
+    (d / "record.json").write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="does not match the hash pinned"):
+        locked_kernel(tmp_path, "h200", "swiglu")
+
+
+def test_env_mismatch_hard_and_soft(tmp_path):
+    cand, d = _promote(tmp_path)
+    vk = locked_kernel(tmp_path, "h200", "swiglu")
+    assert env_mismatch(vk.record, ENV, vk.source) == ([], [])
+    hard, soft = env_mismatch(vk.record, {**ENV, "compute_capability": "10.0", "driver": "590"}, vk.source)
+    assert hard and "compute capability" in hard[0] and soft and "driver" in soft[0]
+    hard, _ = env_mismatch(vk.record, ENV, vk.source + "\n# edited\n")
+    assert "source_sha256" in hard[0]
+    hard, _ = env_mismatch(vk.record, {**ENV, "triton": "4.0.0"}, vk.source)
+    assert "Triton major" in hard[0]
+
+
+def test_buckets_and_resolve(tmp_path):
+    _promote(tmp_path)
+    vk = locked_kernel(tmp_path, "h200", "swiglu")
+    assert bucket_of(vk.record, {"rows": 10250, "ffn": 14336}) == "per_rank"
+    assert bucket_of(vk.record, {"rows": 37710, "ffn": 14336}) == "full"
+    assert bucket_of(vk.record, {"rows": 100, "ffn": 14336}) is None  # no timing evidence that small
+    assert bucket_of(vk.record, {"rows": 9562, "ffn": 128}) is None
+    k, why = resolve(tmp_path, "h200", "swiglu", {"rows": 9738, "ffn": 14336}, ENV)
+    assert k is not None and "per_rank" in why
+    k, why = resolve(tmp_path, "h200", "swiglu", {"rows": 9738, "ffn": 14336}, {**ENV, "compute_capability": "8.0"})
+    assert k is None and "refused" in why
+    k, why = resolve(tmp_path, None, "swiglu", {"rows": 9738, "ffn": 14336}, ENV)
+    assert k is None and "no GPU target" in why
+
+
+@pytest.mark.interpreter
+def test_rsi_verify_interpreter(tmp_path):
+    from rsi.verify import verify_all
+
+    _promote(tmp_path)
+    results = verify_all(root=str(tmp_path), target="h200", backend="interpret", timeout_s=300)
+    assert [(r["op"], r["status"]) for r in results] == [("swiglu", "accepted")]
