@@ -41,8 +41,11 @@ def _swiglu_tile_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_x, stride_out,
 
 @triton.jit
 def _swiglu_flat_kernel(x_ptr, out_ptr, n_elem, stride_x, stride_out, N_COLS: tl.constexpr,
-                        BLOCK_F: tl.constexpr, EVICT: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK_F + tl.arange(0, BLOCK_F)
+                        BLOCK_F: tl.constexpr, EVICT: tl.constexpr, IDX64: tl.constexpr):
+    if IDX64:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK_F + tl.arange(0, BLOCK_F)
+    else:  # 32-bit index math (cheaper div/mod by the constant F) whenever every offset fits
+        offs = tl.program_id(0) * BLOCK_F + tl.arange(0, BLOCK_F)
     mask = offs < n_elem
     row = offs // N_COLS
     col = offs % N_COLS
@@ -60,7 +63,7 @@ def launch(x, BLOCK_F=1024, ROWS=1, num_warps=4, EVICT="", FLAT=0):
         n_elem = n_rows * n_cols
         _swiglu_flat_kernel[(triton.cdiv(n_elem, BLOCK_F),)](
             x, out, n_elem, x.stride(0), out.stride(0), N_COLS=n_cols, BLOCK_F=BLOCK_F, EVICT=EVICT,
-            num_warps=num_warps)
+            IDX64=x.numel() + BLOCK_F >= 2**31 - 1, num_warps=num_warps)
     else:
         grid = (triton.cdiv(n_rows, ROWS) * triton.cdiv(n_cols, BLOCK_F),)
         _swiglu_tile_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
