@@ -82,7 +82,8 @@ def cmd_search(a: argparse.Namespace) -> int:
                              root=a.root, db=a.db, resume=a.resume, candidate_timeout_s=a.candidate_timeout,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
-                                            "transcript": a.transcript})
+                                            "transcript": a.transcript, "max_calls": a.max_calls,
+                                            "max_cost_usd": a.max_cost, "hybrid_tune": a.hybrid_tune})
         try:
             summary = run_search(opts)
         except SearchError as e:
@@ -166,7 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default=None, help="model name for LLM proposers")
     s.add_argument("--base-url", default=None, help="endpoint for --proposer openai-compatible")
     s.add_argument("--inbox", default=None, help="folder for --proposer agent (prompts out, replies in)")
-    s.add_argument("--transcript", default=None, help="transcript file for --proposer replay")
+    s.add_argument("--transcript", default=None, help="transcript to replay (--proposer replay) or to write (LLM and "
+                                                      "agent proposers; default .rsi/transcripts/<run>.jsonl)")
+    s.add_argument("--max-calls", type=int, default=None, help="LLM/agent proposers: most model calls (default 20)")
+    s.add_argument("--max-cost", type=float, default=None, help="LLM proposers: most US$ spent (default 5; prices in "
+                                                                 "rsi/llm/prices.toml)")
+    s.add_argument("--hybrid-tune", type=int, default=None, help="LLM/agent proposers: optimizer trials on each "
+                                                                  "accepted structure's parameters before the next "
+                                                                  "call (default 4, 0: none)")
     s.add_argument("--budget", default="20", help="N candidates, Nm minutes, or N,Mm (default 20)")
     s.add_argument("--resume", nargs="?", const="latest", default=None,
                    help="continue the latest unfinished run of this op group (or the run id given)")

@@ -56,9 +56,9 @@ def show(a, console: Console) -> int:
             t.add_row(str(e["seq"]), e["candidate"][:10], json.dumps(dict(cfg)), e["status"], e["stage"],
                       f"{e['objective']:.3f}" if e["objective"] is not None else "-", e["reason"][:100])
         console.print(t)
-        extra = getattr(a, "conversation_renderer", None)
-        if extra:
-            extra(store, run, console)
+        from rsi.llm.transcript import render_conversation
+
+        render_conversation(store, run, console)  # prints nothing for runs without a transcript
         return 0
     t = Table(title="runs")
     for c in ("run", "op", "backend", "target", "proposer", "status", "candidates", "accepted", "promoted"):

@@ -27,7 +27,8 @@ class Sandbox:
         self.stderr_path = ""
 
     def _start(self) -> None:
-        env = dict(os.environ)
+        # candidate code (LLM-written, too) runs in the worker: it gets no API keys or tokens
+        env = {k: v for k, v in os.environ.items() if not any(w in k.upper() for w in ("API_KEY", "TOKEN", "SECRET"))}
         env.update(self.extra_env)
         if self.backend == "interpret":
             env["TRITON_INTERPRET"] = "1"

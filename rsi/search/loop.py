@@ -99,7 +99,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                     break
                 proposal = proposer.propose()
                 if proposal is None:
-                    display.note("proposer has nothing left to try")
+                    display.note(getattr(proposer, "stop_reason", "") or "proposer has nothing left to try")
                     break
                 cand = proposal.candidate
                 store.save_candidate(cand)
@@ -127,6 +127,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     finally:
         sandbox.close()
     summary = summarize(store, run_id, opts, promoted)
+    if hasattr(proposer, "summary"):  # LLM proposers: spending, stop reason, which origin won
+        summary["proposer"] = proposer.summary()
     store.finish_run(run_id, status, summary)
     store.close()
     return summary

@@ -46,13 +46,14 @@ class OfflineProposer:
             study_name=study_name, storage=storage_url, direction="minimize", load_if_exists=True,
             sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True))
         self._dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.axes.items()}
-        self._requeue_interrupted()
-        if not self.study.trials:
-            self.study.enqueue_trial(space.heuristic())
+        # judged candidates only: a trial left RUNNING by a kill was never judged and must be proposed again
         self._seen: dict[str, float | None] = {}
         for t in self.study.trials:
             if t.state.is_finished() and t.user_attrs.get("candidate"):
                 self._seen[t.user_attrs["candidate"]] = t.value
+        self._requeue_interrupted()
+        if not self.study.trials:
+            self.study.enqueue_trial(space.heuristic())
 
     def _requeue_interrupted(self) -> None:
         """Trials left RUNNING by a killed search: fail them and queue their configs again (nothing lost)."""
