@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
 Config = Mapping[str, Any]
 
 
+H3_HIDDEN = 5376  # the hidden size every row-kernel bucket uses (rsi/refs/modulate.py HIDDEN)
+
+
 def _elems_per_thread(c: Config) -> float:
     return c["BLOCK_F"] * c.get("ROWS", 1) / (c["num_warps"] * 32)
+
+
+def _row_elems_per_thread(c: Config) -> float:
+    # with SEQ > 1 the next row group is in flight (bf16, half the registers) while the current one is processed
+    live = 1.5 if c.get("SEQ", 1) > 1 else 1.0
+    return live * (c["BLOCK_H"] + c.get("BLOCK_T", 0)) * c.get("ROWS", 1) / (c["num_warps"] * 32)
 
 
 PREDICATES: dict[str, Callable[[Config], bool]] = {
@@ -29,17 +39,70 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # row-tile kernels (norms): a whole row must fit in one program's block
     "block_covers_row": lambda c: c.get("BLOCK_H", 1 << 30) >= c.get("_row", 0),
     "warps_fit_block": lambda c: c.get("BLOCK_H", 1 << 30) // (c["num_warps"] * 32) >= 1,
+    # ---- whole-row kernels (modulate, gate_residual_modulate): the row lives in registers as BLOCK_H + BLOCK_T
+    # the two pieces cover H3's hidden size (smaller rows are covered too; larger ones are rejected by launch)
+    "row_pieces_cover_h3": lambda c: c["BLOCK_H"] + c.get("BLOCK_T", 0) >= H3_HIDDEN,
+    # a tail only when the main block alone is too short (else the tail is pure waste)
+    "row_tail_needed": lambda c: c.get("BLOCK_T", 0) == 0 or c["BLOCK_H"] < H3_HIDDEN,
+    "row_tail_smaller": lambda c: c.get("BLOCK_T", 0) <= c["BLOCK_H"] // 2,
+    # at most 96 fp32 row values per thread (the row is held across the reduction)
+    "row_regs_fit": lambda c: _row_elems_per_thread(c) <= 96,
+    # every piece gives each thread at least one 16-byte (8 x bf16) access
+    "row_vectors_16B": lambda c: min(p for p in (c["BLOCK_H"], c.get("BLOCK_T", 0)) if p) * c.get("ROWS", 1)
+    >= 8 * 32 * c["num_warps"],
+    # ---- (row, head) pair tiles of qk_norm_rope: [BLOCK_P, 64] half-head tiles, q and k per program
+    # each warp holds whole 16-byte vectors of at least 4 pairs (8 lanes span one 64-wide half row)
+    "pair_tile_fills_warps": lambda c: c["BLOCK_P"] * 64 >= 8 * 32 * c["num_warps"],
+    # at most 64 values of one head tensor per thread (q and k are both live)
+    "pair_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
+    # ---- head-row copy tiles (qkv_pack, head_merge): [BLOCK_P, 128] bf16 tiles
+    "copy_tile_fills_warps": lambda c: c["BLOCK_P"] * 128 >= 8 * 32 * c["num_warps"],
+    "copy_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
 }
 
 
-def _heuristic_elementwise_16b(space: "Space") -> dict[str, Any]:
+def _heuristic_elementwise_16b(space: Space) -> dict[str, Any]:
     """8 bf16 per thread (one 16-byte load per operand), 8 warps, one row per program."""
     c = {"BLOCK_F": 2048, "ROWS": 1, "num_warps": 8, "EVICT": ""}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
-HEURISTICS: dict[str, Callable[["Space"], dict[str, Any]]] = {
+def _heuristic_row_in_registers(space: Space) -> dict[str, Any]:
+    """One row per program held in registers as 4096 + 2048 columns (87.5% of lanes busy at 5376, against 66% for
+    one 8192 block), 4 warps (48 values a thread), no cross-row prefetch. On the H200 (2026-11-30) this was the
+    fastest of the space: modulate 77-90% and gate_residual_modulate 90-97% of copy bandwidth; 8192 + 0 was 10-15%
+    slower, 16 warps 20-30% slower, SEQ = 2 10-20% slower."""
+    c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_pair_tiles(space: Space) -> dict[str, Any]:
+    """16 (row, head) pairs of q and k per program, 4 warps: each thread loads one 16-byte vector per half-head
+    tile, 8 KB of q/k in flight per program (H200: 79-90% of copy bandwidth, the best of the space)."""
+    c = {"BLOCK_P": 16, "num_warps": 4, "EVICT": "evict_first"}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_copy_tiles(space: Space) -> dict[str, Any]:
+    """32 head rows (8 KB) per tile, 4 warps: each thread moves two 16-byte vectors per tile (H200: 93-97% of copy
+    bandwidth for qkv_pack, 83-95% for head_merge; evict_first was 1-2% slower)."""
+    c = {"BLOCK_P": 32, "num_warps": 4, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_elementwise_wide(space: Space) -> dict[str, Any]:
+    """Wide elementwise tiles: 8192 columns, 16 warps (two 16-byte loads per operand and thread); on the H200 ~1.5%
+    ahead of 2048 x 8 warps for lora_consumer (99-101% of copy bandwidth)."""
+    c = {"BLOCK_F": 8192, "ROWS": 1, "num_warps": 16, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
+    "elementwise_wide": _heuristic_elementwise_wide,
+    "row_in_registers": _heuristic_row_in_registers,
+    "pair_tiles": _heuristic_pair_tiles,
+    "copy_tiles": _heuristic_copy_tiles,
 }
 
 

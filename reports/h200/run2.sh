@@ -11,8 +11,8 @@ search() {  # op budget seconds
     --summary-out "$OUT/logs/$1_summary.json" > "$OUT/logs/$1_search.log" 2>&1
   echo "$1 exit $?" | tee -a "$OUT/logs/exits.txt"; tail -12 "$OUT/logs/$1_search.log"
 }
-search swiglu 10,3m 210
-for op in gate_residual_modulate qk_norm_rope modulate; do search $op 3,1m 80; done
-for op in qkv_pack head_merge lora_consumer; do search $op 2,1m 60; done
+search swiglu 10,3m 190
+for op in gate_residual_modulate qk_norm_rope modulate; do search $op 3,1m 70; done
+for op in qkv_pack head_merge lora_consumer; do search $op 2,1m 45; done
 python3 -m rsi show --limit 20 > "$OUT/logs/show.txt" 2>&1
 tar czf "$OUT/results.tgz" verified_kernels candidates .rsi/rsi.db "$OUT/logs" 2>/dev/null; ls -la "$OUT"

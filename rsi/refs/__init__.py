@@ -14,6 +14,7 @@ OP_MODULES = {
     "qk_norm_rope": "rsi.refs.qk_norm_rope",
     "qkv_pack": "rsi.refs.qkv_pack",
     "head_merge": "rsi.refs.head_merge",
+    "lora_consumer": "rsi.refs.lora_consumer",
 }
 
 

@@ -22,7 +22,9 @@ def reference(q, k, v, world: int):
     S, NH, D = q.shape
     x = torch.stack([q, k, v], dim=2)                       # [S, NH, 3, D]
     x = x.view(S, world, NH // world, 3 * D)                # [S, W, NH/W, 3D]
-    return x.permute(1, 0, 2, 3).contiguous()               # [W, S, NH/W, 3D]
+    # clone, not .contiguous(): at W = 1 the permuted view already counts as contiguous and .contiguous() would
+    # return it with a non-canonical stride on the size-1 dim, which the harness's stride check then demands
+    return x.permute(1, 0, 2, 3).clone(memory_format=torch.contiguous_format)  # [W, S, NH/W, 3D]
 
 
 def make_inputs(shape: Shape, seed: int, device):
