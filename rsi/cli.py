@@ -208,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="also print the environment as JSON")
     e.add_argument("--dry-run", action="store_true", help="same as without")
     e.set_defaults(fn=cmd_env)
+
+    from rsi.bench import add_parser as add_bench
+    from runtime.cli import add_parser as add_run_pipeline
+
+    add_bench(sub)
+    add_run_pipeline(sub)
     return p
 
 
