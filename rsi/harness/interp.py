@@ -4,7 +4,8 @@ Triton 3.6's interpreter converts fp32 -> bf16/fp16 by truncating the mantissa (
 the rounding mode), while compiled kernels round to nearest even (``cvt.rn``). Judged under the interpreter, a
 correct kernel would then look like a lower-precision one. Only the interpret backend applies this patch; it
 replaces the fp32 -> bf16/fp16 downcast with torch's/numpy's round-to-nearest-even casts (NaN preserved) and leaves
-every other conversion (fp8, upcasts) to the interpreter.
+every other conversion (fp8, fp16 upcasts) to the interpreter. It also widens bf16 -> fp32 exactly: the
+interpreter flushes bf16 subnormals to zero there, so the subnormal special case would test the wrong inputs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ def patch_interpreter_rounding() -> bool:
     original = interpreter._convert_float
 
     def convert(input, input_dtype, output_dtype, rounding_mode):
+        if input_dtype == tl.bfloat16 and output_dtype == tl.float32:
+            # exact widening (the interpreter flushes bf16 subnormals such as 3.7e-40 to 0.0)
+            return (np.ascontiguousarray(input).view(np.uint16).astype(np.uint32) << 16).reshape(input.shape)
         if input_dtype == tl.float32 and output_dtype == tl.bfloat16:
             src = torch.from_numpy(np.ascontiguousarray(input).view(np.float32))
             return src.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).reshape(input.shape)
