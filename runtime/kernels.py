@@ -1,0 +1,136 @@
+"""Kernel dispatch: each fused op resolves explicitly, once per (op, dims), to a verified kernel or the reference.
+
+``Kernels(mode="verified")`` asks ``rsi.verified.resolve`` for the kernel LOCK.json pins for this GPU target and
+shape bucket; a missing lock entry, a hard environment mismatch, a shape outside every verified bucket or no GPU
+target means the reference from ``rsi.refs`` runs instead. Every choice is logged and kept for the run summary.
+No import-time swapping (STYLE.md): the choice is made here, visibly, per shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rsi import refs
+from rsi.verified import LOCK_NAME, kernels_root, resolve
+
+log = logging.getLogger("runtime.kernels")
+
+HEAD_DIM = 128
+MODES = ("reference", "verified")
+TRITON_REFERENCES = frozenset({"lora_consumer"})   # references that are Triton kernels: CUDA or TRITON_INTERPRET=1
+
+
+def op_dims(op: str, args: tuple) -> dict[str, int]:
+    """Shape dims of one call, with the dim names of the op group's Shape (rsi/refs)."""
+    a0 = args[0]
+    if op == "swiglu":                                  # x: [R, 2F]
+        return {"rows": a0.shape[0], "ffn": a0.shape[1] // 2}
+    if op == "modulate":                                # x: [R, H], shift: [T, H]
+        return {"rows": a0.shape[0], "hidden": a0.shape[1], "table": args[2].shape[0]}
+    if op == "gate_residual_modulate":                  # res: [R, H], gate: [T, H]
+        return {"rows": a0.shape[0], "hidden": a0.shape[1], "table": args[1].shape[0]}
+    if op == "qk_norm_rope":                            # qkv: [R, 3 * NH * 128]
+        return {"rows": a0.shape[0], "heads": a0.shape[1] // (3 * HEAD_DIM)}
+    if op == "lora_consumer":                           # base, lora: [R, 2F]
+        return {"rows": a0.shape[0], "ffn": a0.shape[1] // 2}
+    raise KeyError(f"the runtime has no dims rule for op {op!r}")
+
+
+@dataclass
+class Choice:
+    op: str
+    dims: dict[str, int]
+    kernel: str                  # verified kernel directory name, or "reference"
+    why: str
+    fn: Callable[..., Any]
+    candidate_hash: str | None = None
+    calls: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "dims": self.dims, "kernel": self.kernel, "why": self.why, "calls": self.calls,
+                "candidate_hash": self.candidate_hash}
+
+
+def lock_sha256(root: str | os.PathLike = ".") -> str | None:
+    path = kernels_root(root) / LOCK_NAME
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+class Kernels:
+    """``call(op, *args)`` runs op with the signature of ``rsi.refs.<op>.reference``."""
+
+    def __init__(self, mode: str = "reference", root: str | os.PathLike = ".", target: str | None = "auto",
+                 env: dict[str, Any] | None = None):
+        if mode not in MODES:
+            raise ValueError(f"--kernels must be one of {', '.join(MODES)}, not {mode!r}")
+        if target == "auto":
+            from rsi.targets import detect_local
+
+            t = detect_local()
+            target = t.name if t else None
+        self.mode, self.root, self.target, self._env = mode, root, target, env
+        self._cache: dict[tuple, Choice] = {}
+
+    @property
+    def env(self) -> dict[str, Any]:
+        if self._env is None:
+            from rsi.env import capture
+
+            self._env = capture()
+        return self._env
+
+    def has(self, op: str, device: torch.device | None = None) -> bool:
+        """Whether op exists as a reference op group (e.g. ``lora_consumer``) and its reference can run on
+        ``device`` (Triton references need CUDA, or the interpreter on the CPU)."""
+        if op not in refs.OP_MODULES:
+            return False
+        return (op not in TRITON_REFERENCES or device is None or device.type == "cuda"
+                or os.environ.get("TRITON_INTERPRET") == "1")
+
+    def call(self, op: str, *args: Any) -> Any:
+        dims = op_dims(op, args)
+        key = (op, tuple(sorted(dims.items())))
+        choice = self._cache.get(key) or self._resolve(op, dims, key)
+        choice.calls += 1
+        return choice.fn(*args)
+
+    def _resolve(self, op: str, dims: dict[str, int], key: tuple) -> Choice:
+        reference = refs.get_op_group(op).reference
+        kernel, fn, level, chash = "reference", reference, logging.INFO, None
+        if self.mode == "reference":
+            why = "--kernels reference"
+        else:
+            vk, why = resolve(self.root, self.target, op, dims, self.env)
+            if vk is not None:
+                try:                        # a locked kernel that does not import: the reference runs, loudly
+                    fn, kernel, chash = vk.load(), vk.path.name, vk.record["candidate_hash"]
+                except (ImportError, SyntaxError, AttributeError, NameError, KeyError, OSError) as e:
+                    why, level = f"{vk.path.name} failed to load ({e!r})", logging.WARNING
+            elif why.startswith(("refused", "lock entry unusable")):
+                level = logging.WARNING
+        choice = Choice(op, dims, kernel, why, fn, chash)
+        self._cache[key] = choice
+        log.log(level, "%s %s -> %s (%s)", op, " ".join(f"{k}={v}" for k, v in dims.items()), kernel, why)
+        return choice
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [c.to_json() for c in self._cache.values()]
+
+    def format_summary(self) -> str:
+        return "\n".join(f"{c.op:24s} {','.join(f'{k}={v}' for k, v in c.dims.items()):40s} {c.kernel:28s} "
+                         f"x{c.calls:<5d} {c.why}" for c in self._cache.values())
+
+
+def identity_rope(rows: int, device: torch.device | str) -> torch.Tensor:
+    """[rows, 96] bf16 table with cos = 1, sin = 0: qk_norm_rope then does the per-head norm only, exactly
+    (fp32 ``n * 1 - m * 0`` is n). The token refiner uses it: it has QK-norm but no RoPE."""
+    t = torch.zeros(rows, 96, dtype=torch.bfloat16, device=device)
+    t[:, :48] = 1
+    return t

@@ -1,0 +1,77 @@
+"""MP4 output with PyAV: H.264 (libx264, yuv420p) video + AAC stereo audio, and a decode-back check."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+AAC_FRAME = 1024
+
+
+def write_mp4(path: str | os.PathLike, frames: np.ndarray, fps: int, audio: np.ndarray, sample_rate: int,
+              crf: int = 18) -> None:
+    """frames: [F, H, W, 3] uint8 (H, W even); audio: [2, N] float32 in [-1, 1]."""
+    import av
+
+    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 [F, H, W, 3], got {frames.dtype} {frames.shape}")
+    if audio.ndim != 2 or audio.shape[0] != 2:
+        raise ValueError(f"audio must be stereo [2, N], got {audio.shape}")
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        vs.options = {"crf": str(crf)}
+        aus = out.add_stream("aac", rate=sample_rate, layout="stereo")
+        for f in frames:
+            out.mux(vs.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")))
+        out.mux(vs.encode())
+        audio = np.ascontiguousarray(audio, dtype=np.float32)
+        for s in range(0, audio.shape[1], AAC_FRAME):
+            af = av.AudioFrame.from_ndarray(np.ascontiguousarray(audio[:, s:s + AAC_FRAME]), format="fltp",
+                                            layout="stereo")
+            af.sample_rate, af.pts, af.time_base = sample_rate, s, Fraction(1, sample_rate)
+            out.mux(aus.encode(af))
+        out.mux(aus.encode())
+
+
+def probe_mp4(path: str | os.PathLike) -> dict[str, Any]:
+    """Decode the file back: frame count, fps, size, audio duration and channels, and signal spread."""
+    import av
+
+    with av.open(str(path)) as f:
+        vs = f.streams.video[0]
+        frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
+        info = {"codec": vs.codec_context.name, "frames": len(frames), "fps": float(vs.average_rate),
+                "width": vs.width, "height": vs.height,
+                "video_std": float(np.stack(frames).astype(np.float32).std()) if frames else 0.0}
+    with av.open(str(path)) as f:
+        aus = f.streams.audio[0]
+        chunks = [fr.to_ndarray() for fr in f.decode(audio=0)]
+        pcm = np.concatenate(chunks, axis=1) if chunks else np.zeros((2, 0), np.float32)
+        info.update(audio_codec=aus.codec_context.name, audio_channels=aus.channels, sample_rate=aus.rate,
+                    audio_duration_s=float(aus.duration * aus.time_base) if aus.duration else pcm.shape[1] / aus.rate,
+                    audio_decoded_s=pcm.shape[1] / aus.rate, audio_std=float(pcm.std()) if pcm.size else 0.0)
+    return info
+
+
+def check_mp4(path: str | os.PathLike, frames: int, fps: int, audio_s: float, tol_s: float = 0.1) -> dict[str, Any]:
+    """Raise ValueError unless the file decodes to the expected frames / fps / audio length with non-zero
+    variance in both streams; returns the probe."""
+    info = probe_mp4(path)
+    problems = []
+    if info["frames"] != frames:
+        problems.append(f"{info['frames']} frames, expected {frames}")
+    if abs(info["fps"] - fps) > 1e-6:
+        problems.append(f"fps {info['fps']}, expected {fps}")
+    if info["audio_channels"] != 2:
+        problems.append(f"{info['audio_channels']} audio channels, expected 2")
+    if abs(info["audio_duration_s"] - audio_s) > tol_s:
+        problems.append(f"audio {info['audio_duration_s']:.3f} s, expected {audio_s:.3f} s")
+    if info["video_std"] <= 0 or info["audio_std"] <= 0:
+        problems.append(f"zero variance (video std {info['video_std']}, audio std {info['audio_std']})")
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
+    return info

@@ -1,0 +1,351 @@
+"""The single-stage H3 text-to-video+audio pipeline: text -> packed sequence -> AdaLN precompute -> Euler loop ->
+video VAE + audio VAE -> MP4. Timed per stage; every fused op goes through runtime.kernels.
+
+The two-stage path (H3 draft -> x2 latent upscaler -> H3->LTX adapter -> LTX-2.5 refine, H3_SPEC.md section 6)
+slots in after ``denoise``: it takes the Stage-1 latents ``[24, T, Hl, Wl]`` and the audio latents this module
+produces, and replaces ``decode_video`` with the LTX VAE; see docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import resource
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runtime.adaln import AdaLNCache
+from runtime.checkpoint import CheckpointError, checkpoint_files, load_dit, transformer_dir
+from runtime.config import CONFIGS, RuntimeConfig, get_config
+from runtime.kernels import MODES as KERNEL_MODES
+from runtime.kernels import Kernels, lock_sha256
+from runtime.lora import MODES as LORA_MODES
+from runtime.lora import apply_adapter, load_adapter
+from runtime.model import H3DiT, build_dit, init_random_, param_counts
+from runtime.packing import (
+    AUDIO_CH,
+    RequestError,
+    ShapePlan,
+    build_sequence,
+    patchify_video,
+    plan_request,
+    unpack_audio,
+    unpatchify_video,
+)
+from runtime.sampler import VIDEO_COND_AUG, Schedule, condition_reset, euler_step, initial_noise, make_schedule
+from runtime.text import make_text_encoder
+from runtime.vae_audio import AudioVAEDecoder
+from runtime.vae_video import VideoVAEDecoder
+
+log = logging.getLogger("runtime.pipeline")
+TEXT_ENCODERS = ("hash", "qwen3vl")
+SCHEDULES = ("auto", "base", "fasth3")
+
+
+@dataclass
+class Request:
+    prompt: str
+    duration_s: float = 5.0
+    width: int = 672
+    height: int = 384
+    steps: int = 4
+    schedule: str = "auto"          # auto: fasth3 for 4 steps, else the base schedule with steps + 1 points
+    seed: int = 0
+    config: str = "tiny"
+    kernels: str = "reference"
+    weights: str | None = None
+    out: str = "out.mp4"
+    text_encoder: str = "hash"
+    lora: str | None = None
+    lora_mode: str = "merged"
+    lora_strength: float = 1.0
+    device: str = "auto"
+    root: str = "."
+    mux: bool = True
+
+
+def validate(req: Request) -> ShapePlan:
+    """Every check that needs no model: a bad request fails here, before any work, with RequestError."""
+    if not req.prompt.strip():
+        raise RequestError("--prompt is empty")
+    if req.config not in CONFIGS:
+        raise RequestError(f"--config {req.config!r}: use one of {', '.join(CONFIGS)}")
+    if req.kernels not in KERNEL_MODES:
+        raise RequestError(f"--kernels {req.kernels!r}: use one of {', '.join(KERNEL_MODES)}")
+    if req.schedule not in SCHEDULES:
+        raise RequestError(f"--schedule {req.schedule!r}: use one of {', '.join(SCHEDULES)}")
+    if req.steps < 1 or req.steps > 200:
+        raise RequestError(f"--steps {req.steps}: use 1..200 (4 = FastH3 schedule, 49 = the base schedule)")
+    if req.schedule == "fasth3" and req.steps != 4:
+        raise RequestError(f"--schedule fasth3 has exactly 4 steps, not {req.steps}")
+    if req.text_encoder not in TEXT_ENCODERS:
+        raise RequestError(f"--text-encoder {req.text_encoder!r}: use one of {', '.join(TEXT_ENCODERS)}")
+    plan = plan_request(req.duration_s, req.width, req.height)
+    if req.weights is not None:
+        try:
+            checkpoint_files(req.weights)
+        except CheckpointError as e:
+            raise RequestError(f"--weights {req.weights}: {e}") from None
+    if req.lora is not None:
+        if req.lora_mode not in LORA_MODES:
+            raise RequestError(f"--lora-mode {req.lora_mode!r}: use one of {', '.join(LORA_MODES)}")
+        if not Path(req.lora).exists():
+            raise RequestError(f"--lora {req.lora} does not exist")
+    out = Path(req.out)
+    if out.suffix.lower() != ".mp4":
+        raise RequestError(f"--out {req.out}: the output must be an .mp4 file")
+    if not out.parent.exists():
+        raise RequestError(f"--out {req.out}: folder {out.parent} does not exist")
+    if req.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RequestError(f"--device {req.device}: no CUDA GPU is visible")
+    if req.config == "full" and resolve_device(req.device).type != "cuda":
+        raise RequestError("--config full is the 33B model (66 GB of bf16 weights): it needs a CUDA GPU; use "
+                           "--config tiny on the CPU")
+    if req.mux:
+        try:
+            import av  # noqa: F401
+        except ImportError:
+            raise RequestError("writing MP4 needs PyAV (pip install av)") from None
+    return plan
+
+
+def pick_schedule(req: Request) -> Schedule:
+    kind = req.schedule if req.schedule != "auto" else ("fasth3" if req.steps == 4 else "base")
+    return make_schedule(kind, req.steps)
+
+
+# ------------------------------------------------------------------------------------------------ timing
+class Timer:
+    """Wall time per stage; synchronizes the GPU at both ends of a stage so the times are honest."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.stages = device, {}
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @contextmanager
+    def __call__(self, name: str):
+        self.sync()
+        t0 = time.perf_counter()
+        yield
+        self.sync()
+        dt = time.perf_counter() - t0
+        if isinstance(self.stages.get(name), list):
+            self.stages[name].append(dt)
+        else:
+            self.stages[name] = dt
+
+    def steps(self, name: str) -> None:
+        self.stages[name] = []
+
+
+def peak_memory(device: torch.device) -> dict[str, float | None]:
+    gpu = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    return {"peak_gpu_gib": gpu, "peak_host_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+# ------------------------------------------------------------------------------------------------ building
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def build_vaes(cfg: RuntimeConfig, device: torch.device, seed: int, weights: str | None = None
+               ) -> tuple[VideoVAEDecoder, AudioVAEDecoder]:
+    """Random-weight decoders (the official VAE code is remote code, not loaded here); the latent statistics
+    come from ``video_vae/config.json`` when --weights has one. Video decodes in bf16 on the GPU."""
+    with torch.device("meta"):
+        video, audio = VideoVAEDecoder(cfg.video_vae), AudioVAEDecoder(cfg.audio_vae)
+    out_scale = lambda n: 0.3 if n.startswith(("proj_out", "conv_post")) else 1.0
+    for i, m in enumerate((video, audio)):
+        m.to_empty(device=device)
+        init_random_(m, seed + 101 + i, scale=out_scale)
+        m.set_stats()
+        m.eval().requires_grad_(False)
+    cfg_path = Path(weights) / "video_vae" / "config.json" if weights else None
+    if cfg_path is not None and cfg_path.exists():
+        vc = json.loads(cfg_path.read_text())
+        if "latents_mean" in vc and "latents_std" in vc:
+            video.set_stats(vc["latents_mean"], vc["latents_std"])
+    if device.type == "cuda":
+        for p in video.parameters():          # weights to bf16; the latent statistics stay fp32
+            p.data = p.data.to(torch.bfloat16)
+    return video, audio
+
+
+def build_model(req: Request, cfg: RuntimeConfig, device: torch.device) -> tuple[H3DiT, dict[str, Any]]:
+    info: dict[str, Any] = {}
+    model = build_dit(cfg.dit, device, seed=None if req.weights else req.seed)
+    info["params"] = param_counts(model)
+    if req.weights:
+        info["checkpoint"] = load_dit(model, transformer_dir(req.weights))
+    else:
+        info["checkpoint"] = f"random weights, seed {req.seed}"
+    if req.lora:
+        info["lora"] = apply_adapter(model, load_adapter(req.lora, model), req.lora_mode, req.lora_strength)
+    return model, info
+
+
+# ------------------------------------------------------------------------------------------------ denoising
+def denoise(model: H3DiT, text_h: torch.Tensor, seq, rope: torch.Tensor, cache: AdaLNCache, schedule: Schedule,
+            plan: ShapePlan, seed: int, kernels: Kernels, timer: Timer | None = None,
+            on_step: Callable[[int, float], None] | None = None,
+            cond_clean: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Euler loop from seeded noise; returns (video latents [24, T, Hl, Wl], audio latents [2, 32, T_a]) fp32.
+    ``cond_clean``: FL2VA keyframe rows [C, 96] (clean latents), reset every step to 0.999 clean + 0.001 noise."""
+    device = text_h.device
+    vz, a = initial_noise(plan.latent_shape, plan.audio_rows, AUDIO_CH, seed)
+    v, a = patchify_video(vz).to(device), a.to(device)                                      # [V, 96], [A, 32]
+    for k in range(schedule.steps):
+        t0 = time.perf_counter()
+        with timer("denoise_steps") if timer else _null():
+            cond = None if cond_clean is None else condition_reset(cond_clean, seed, VIDEO_COND_AUG)
+            vv, va = model(v, a, text_h, seq, rope, cache[k], kernels, cond=cond)
+            v = euler_step(v, vv, schedule.video[k], schedule.video[k + 1])
+            a = euler_step(a, va, schedule.audio[k], schedule.audio[k + 1])
+        if on_step:
+            on_step(k, time.perf_counter() - t0)
+    if not (torch.isfinite(v).all() and torch.isfinite(a).all()):
+        raise FloatingPointError("non-finite latents after denoising")
+    return unpatchify_video(v, plan), unpack_audio(a)
+
+
+@contextmanager
+def _null():
+    yield
+
+
+def generate(model: H3DiT, video_vae: VideoVAEDecoder, audio_vae: AudioVAEDecoder, cond: torch.Tensor, seq,
+             cache: AdaLNCache, schedule: Schedule, plan: ShapePlan, seed: int, kernels: Kernels, timer: Timer,
+             progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Text rows -> refiner -> Euler loop -> both decoders. Returns host arrays: frames [F, H, W, 3] uint8,
+    wave [2, samples] fp32, and the final latents (for two-stage hand-off and tests)."""
+    rope = model.rope.table(seq.positions)                                                  # [S, 96] bf16
+    with timer("text_refiner"):
+        text_h = model.encode_text(cond, kernels)                                           # [L, H] bf16
+    timer.steps("denoise_steps")
+    z_video, z_audio = denoise(model, text_h, seq, rope, cache, schedule, plan, seed, kernels, timer,
+                               on_step=lambda k, dt: progress(f"step {k + 1}/{schedule.steps}: {dt:.3f} s"))
+    timer.stages["denoise"] = sum(timer.stages["denoise_steps"])
+    with timer("decode_video"):
+        frames = video_vae.decode(z_video).cpu().numpy()                  # uint8 on the device; bytes cross only
+    with timer("decode_audio"):
+        wave = audio_vae.decode(z_audio).cpu().numpy()                                      # [2, samples]
+    return {"frames": frames, "wave": wave, "z_video": z_video, "z_audio": z_audio}
+
+
+# ------------------------------------------------------------------------------------------------ the pipeline
+@dataclass
+class Result:
+    request: dict[str, Any]
+    plan: dict[str, Any]
+    schedule: dict[str, Any]
+    device: str
+    timings_s: dict[str, Any]
+    memory: dict[str, Any]
+    adaln: dict[str, Any]
+    model: dict[str, Any]
+    text_encoder: str
+    kernels: list[dict[str, Any]]
+    lock_sha256: str | None
+    mp4: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    outputs: dict[str, Any] | None = field(default=None, repr=False)     # latents and arrays; not in the JSON
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("outputs")
+        return d
+
+
+def run_pipeline(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:
+    """Validate, build, generate, mux; every stage timed. Raises RequestError before any work on a bad request."""
+    plan = validate(req)
+    device = resolve_device(req.device)
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_flush_denormal(True)     # Snake's sin^2 makes denormals; x86 slows ~30x on them
+        if req.config == "tiny":
+            torch.set_num_threads(1)       # tiny tensors gain nothing from intra-op threads; OMP barriers cost
+    try:
+        with torch.no_grad():
+            return _run(req, plan, device, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable[[str], None]) -> Result:
+    cfg = get_config(req.config)
+    schedule = pick_schedule(req)
+    kernels = Kernels(req.kernels, root=req.root)
+    timer = Timer(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    with timer("build_text_encoder"):
+        encoder = make_text_encoder(req.text_encoder, cfg, device, req.seed)
+    with timer("text"):
+        cond = encoder.encode(req.prompt)                                                   # [L, text_dim] bf16
+    encoder_name, trained = encoder.name, encoder.trained
+    del encoder                                         # the encoder is done: free it before the DiT arrives
+    progress(f"text: {cond.shape[0]} tokens x {cond.shape[1]}")
+
+    with timer("build_dit"):
+        model, model_info = build_model(req, cfg, device)
+        video_vae, audio_vae = build_vaes(cfg, device, req.seed, req.weights)
+    seq = build_sequence(plan, cond.shape[0]).to(device)
+    with timer("adaln_precompute"):
+        cache = AdaLNCache(model, seq, schedule)
+        released = AdaLNCache.release(model)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    adaln = {"released_params": released["params"], "released_gib": released["bytes"] / 2**30,
+             "table_gib": cache.nbytes() / 2**30, "saved_gib": (released["bytes"] - cache.nbytes()) / 2**30}
+    progress(f"adaln: released {released['params'] / 1e9:.3f}B params ({adaln['released_gib']:.2f} GiB), "
+             f"tables {adaln['table_gib'] * 1024:.1f} MiB")
+
+    out = generate(model, video_vae, audio_vae, cond, seq, cache, schedule, plan, req.seed, kernels, timer, progress)
+    mp4 = None
+    if req.mux:
+        from runtime.mux import check_mp4, write_mp4
+
+        with timer("mux"):
+            write_mp4(req.out, out["frames"], plan.fps, out["wave"], cfg.audio_vae.sample_rate)
+        mp4 = check_mp4(req.out, plan.frames, plan.fps, out["wave"].shape[1] / cfg.audio_vae.sample_rate)
+    notes = [(f"packed rows S={seq.total} (used {seq.used}, text {seq.text_len}); pad rows are their own "
+             "attention document"),
+             "the token refiner runs once: text rows have no timestep dependence"]
+    if not trained:
+        notes.append(f"text conditioning is UNTRAINED ({encoder_name})")
+    if not req.weights:
+        notes.append("DiT and VAEs have random weights: the output is noise")
+    return Result(
+        request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
+        timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
+        text_encoder=encoder_name, kernels=kernels.summary(), lock_sha256=lock_sha256(req.root), mp4=mp4,
+        notes=notes, outputs=out)
+
+
+def summary_rows(res: Result) -> list[tuple[str, str]]:
+    """(stage, seconds) rows for the timing table, per-step rows included."""
+    t = res.timings_s
+    rows = [(k, f"{t[k]:.3f}") for k in ("build_text_encoder", "text", "build_dit", "text_refiner",
+                                         "adaln_precompute") if k in t]
+    for i, s in enumerate(t.get("denoise_steps", [])):
+        rows.append((f"denoise step {i + 1}", f"{s:.3f}"))
+    rows += [(k, f"{t[k]:.3f}") for k in ("denoise", "decode_video", "decode_audio", "mux") if k in t]
+    return rows
+
+
+def fmt_gib(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f} GiB"

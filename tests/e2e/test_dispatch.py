@@ -1,0 +1,140 @@
+"""Kernel dispatch: reference fallback with logged reasons, a locked verified kernel used inside its bucket,
+refused on a hard environment mismatch, and the DiT running through a verified kernel."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+import torch
+
+from rsi.contract import Candidate, sha256_text
+from rsi.verified import lock_kernel, write_record
+from runtime.kernels import Kernels, op_dims
+
+KERNEL_SRC = '''
+import torch
+
+CALLS = []
+
+
+def launch(x, scale=1.0):
+    CALLS.append(tuple(x.shape))
+    gate, up = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+'''
+ENV = {"compute_capability": "9.0", "triton": "3.6.0", "torch": "2.11.0", "cuda": "13.0", "driver": "580"}
+
+
+def promote(root, op="swiglu", rows=64, ffn=512, cc="9.0", source=KERNEL_SRC):
+    cand = Candidate(op=op, source=source, config={"scale": 1.0})
+    record = {"schema": 1, "op": op, "candidate_hash": cand.hash, "source_sha256": sha256_text(source),
+              "config": dict(cand.config), "search": {"parent": None}, "env": {**ENV, "compute_capability": cc},
+              "shapes": [{"shape": {"name": "full", "dims": {"rows": rows, "ffn": ffn}}, "bucket": "full"}]}
+    d = write_record(root, cand, "swiglu", record)
+    lock_kernel(root, "h200", op, d)
+    return cand, d
+
+
+def module_calls(cand):
+    return sys.modules[f"rsi_verified_swiglu_{cand.hash[:12]}"].CALLS
+
+
+def test_op_dims_names():
+    x = torch.zeros(7, 2 * 16)
+    assert op_dims("swiglu", (x,)) == {"rows": 7, "ffn": 16}
+    table = torch.zeros(6, 6 * 8)
+    c = table.view(6, 6, 8).unbind(1)
+    h = torch.zeros(7, 8)
+    assert op_dims("modulate", (h, None, c[0], c[1], None)) == {"rows": 7, "hidden": 8, "table": 6}
+    assert op_dims("gate_residual_modulate", (h, c[2], h, None, c[3], c[4], None)) == {"rows": 7, "hidden": 8,
+                                                                                    "table": 6}
+    assert op_dims("qk_norm_rope", (torch.zeros(7, 3 * 56 * 128),)) == {"rows": 7, "heads": 56}
+
+
+def test_reference_mode_logs(caplog):
+    k = Kernels("reference", target=None)
+    with caplog.at_level(logging.INFO, logger="runtime.kernels"):
+        y = k.call("swiglu", torch.randn(4, 32).bfloat16())
+        k.call("swiglu", torch.randn(4, 32).bfloat16())
+    assert y.shape == (4, 16)
+    assert k.summary() == [{"op": "swiglu", "dims": {"rows": 4, "ffn": 16}, "kernel": "reference",
+                            "why": "--kernels reference", "calls": 2, "candidate_hash": None}]
+    assert sum("swiglu rows=4 ffn=16 -> reference" in r.message for r in caplog.records) == 1   # resolved once
+
+
+def test_verified_mode_without_gpu_falls_back(caplog, tmp_path):
+    k = Kernels("verified", root=tmp_path, target=None, env=ENV)
+    with caplog.at_level(logging.INFO, logger="runtime.kernels"):
+        k.call("swiglu", torch.randn(4, 32).bfloat16())
+    assert k.summary()[0]["kernel"] == "reference" and "no GPU target" in k.summary()[0]["why"]
+    assert any("no GPU target" in r.message for r in caplog.records)
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)         # GPU target but nothing locked
+    k.call("swiglu", torch.randn(4, 32).bfloat16())
+    assert "no verified kernel locked for swiglu on h200" in k.summary()[0]["why"]
+
+
+def test_verified_kernel_used_in_bucket_only(tmp_path):
+    cand, d = promote(tmp_path)
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    x = torch.randn(80, 1024).bfloat16()                                  # rows 80 within [32, 128], ffn 512
+    torch.testing.assert_close(k.call("swiglu", x), Kernels("reference", target=None).call("swiglu", x))
+    k.call("swiglu", torch.randn(500, 1024).bfloat16())                   # rows 500: outside the bucket
+    k.call("swiglu", torch.randn(80, 64).bfloat16())                      # other ffn
+    s = {(c["dims"]["rows"], c["dims"]["ffn"]): c for c in k.summary()}
+    assert s[(80, 512)]["kernel"] == d.name and "bucket full" in s[(80, 512)]["why"]
+    assert s[(500, 512)]["kernel"] == "reference" and "outside the buckets" in s[(500, 512)]["why"]
+    assert s[(80, 32)]["kernel"] == "reference"
+    assert module_calls(cand) == [(80, 1024)]
+
+
+def test_hard_mismatch_refuses(tmp_path, caplog):
+    promote(tmp_path, cc="10.0")                                           # recorded on sm100, this is sm90
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    with caplog.at_level(logging.WARNING, logger="runtime.kernels"):
+        k.call("swiglu", torch.randn(64, 1024).bfloat16())
+    c = k.summary()[0]
+    assert c["kernel"] == "reference" and c["why"].startswith("refused") and "compute capability" in c["why"]
+    assert any(r.levelno == logging.WARNING and "refused" in r.message for r in caplog.records)
+
+
+def test_edited_record_is_unusable(tmp_path):
+    _, d = promote(tmp_path)
+    (d / "record.json").write_text((d / "record.json").read_text().replace('"full"', '"fullx"'))
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    k.call("swiglu", torch.randn(64, 1024).bfloat16())
+    assert "lock entry unusable" in k.summary()[0]["why"]
+
+
+def test_dit_runs_through_verified_kernel(tmp_path, tiny_model):
+    """The tiny DiT's MLP (ffn 512, 64 rows) dispatches to the locked kernel; the output is unchanged."""
+    from runtime.adaln import step_modulation
+    from runtime.packing import build_sequence, patchify_video, plan_request
+    from runtime.sampler import initial_noise
+
+    src = KERNEL_SRC.replace("CALLS = []", "CALLS = []  # dit")
+    cand, _ = promote(tmp_path, rows=64, source=src)
+    plan = plan_request(0.2, 128, 64)
+    seq = build_sequence(plan, 5)
+    assert seq.total == 64
+    vz, a = initial_noise(plan.latent_shape, plan.audio_rows, 32, 0)
+    text = torch.randn(5, 64).bfloat16()
+    step = step_modulation(tiny_model, seq, torch.tensor(0.2), torch.tensor(0.5))
+    rope = tiny_model.rope.table(seq.positions)
+    outs = []
+    for k in (Kernels("reference", target=None), Kernels("verified", root=tmp_path, target="h200", env=ENV)):
+        outs.append(tiny_model(patchify_video(vz), a, tiny_model.encode_text(text, k), seq, rope, step, k))
+    assert torch.equal(outs[0][0], outs[1][0])
+    assert module_calls(cand) == [(64, 1024)] * len(tiny_model.blocks)
+    with pytest.raises(ValueError, match="--kernels"):
+        Kernels("fast")
+
+
+def test_kernel_that_fails_to_import_falls_back(tmp_path, caplog):
+    promote(tmp_path, source="import not_a_module_anywhere\n\ndef launch(x):\n    return x\n")
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    with caplog.at_level(logging.WARNING, logger="runtime.kernels"):
+        y = k.call("swiglu", torch.randn(64, 1024).bfloat16())
+    assert y.shape == (64, 512) and k.summary()[0]["kernel"] == "reference"
+    assert "failed to load" in k.summary()[0]["why"] and caplog.records[-1].levelno == logging.WARNING

@@ -1,0 +1,116 @@
+"""LoRA: PEFT (LightX2V) and FastVideo-v2 adapters onto the tiny DiT in merged / native / consumer modes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from runtime.adaln import step_modulation
+from runtime.kernels import Kernels
+from runtime.lora import AdapterError, LoRALinear, apply_adapter, compare_modes, load_adapter
+from runtime.model import build_dit
+from runtime.packing import build_sequence, patchify_video, plan_request
+from runtime.sampler import initial_noise
+from tests.e2e.adapters import F2, INNER, H, rnd, write_peft
+
+
+def test_peft_merged_weights(tmp_path, tiny_model):
+    t = write_peft(tmp_path / "minimax_h3_fl2v_turbo_4step_v1.0.safetensors")
+    w0 = {k: v.clone() for k, v in tiny_model.state_dict().items()}
+    ad = load_adapter(tmp_path / "minimax_h3_fl2v_turbo_4step_v1.0.safetensors", tiny_model)
+    assert ad.format == "peft" and len(ad.updates) == 3 * 6 and ad.metadata["alpha"] == "8"
+    rep = apply_adapter(tiny_model, ad, "merged")
+    assert rep["merged"] == 18 and rep["branches"] == 0
+    s = 8 / 4
+    sd = tiny_model.state_dict()
+    A, B = (t[f"transformer_blocks.1.attn.to_k.lora_{x}.default.weight"].float() for x in "AB")
+    want = (w0["blocks.1.attn.qkv_proj.weight"][INNER:2 * INNER].float() + s * B @ A).bfloat16()
+    assert torch.equal(sd["blocks.1.attn.qkv_proj.weight"][INNER:2 * INNER], want)
+    A, B = (t[f"transformer_blocks.0.ff.net.0.proj.lora_{x}.default.weight"].float() for x in "AB")
+    B = torch.cat([B[F2 // 2:], B[:F2 // 2]])                                   # [up; gate] -> [gate; up]
+    assert torch.equal(sd["blocks.0.mlp.fc1.weight"], (w0["blocks.0.mlp.fc1.weight"].float() + s * B @ A).bfloat16())
+    A, B = (t[f"token_refiner.refiner_blocks.0.attn.to_out.0.lora_{x}.default.weight"].float() for x in "AB")
+    assert torch.equal(sd["token_refiner.blocks.0.attn.out_proj.weight"],
+                       (w0["token_refiner.blocks.0.attn.out_proj.weight"].float() + s * B @ A).bfloat16())
+
+
+def test_native_branches_keep_state_dict(tmp_path, tiny_model):
+    write_peft(tmp_path / "a.safetensors")
+    keys = list(tiny_model.state_dict())
+    w = tiny_model.blocks[0].attn.qkv_proj.weight.clone()
+    rep = apply_adapter(tiny_model, load_adapter(tmp_path / "a.safetensors", tiny_model), "native")
+    assert rep["branches"] == 18 and rep["merged"] == 0
+    qkv = tiny_model.blocks[0].attn.qkv_proj
+    assert isinstance(qkv, LoRALinear) and len(qkv.entries) == 3 and torch.equal(qkv.weight, w)
+    assert list(tiny_model.state_dict()) == keys
+
+
+def forward_fn(model):
+    plan = plan_request(0.2, 128, 64)
+    seq = build_sequence(plan, 5)
+    vz, a = initial_noise(plan.latent_shape, plan.audio_rows, 32, 0)
+    text = torch.randn(5, 64, generator=torch.Generator().manual_seed(1)).bfloat16()
+    k = Kernels("reference", target=None)
+    step = step_modulation(model, seq, torch.tensor(0.2), torch.tensor(0.5))
+    return model(patchify_video(vz), a, model.encode_text(text, k), seq, model.rope.table(seq.positions), step, k)
+
+
+def test_merged_vs_native_vs_consumer(tmp_path, tiny_cfg):
+    write_peft(tmp_path / "a.safetensors")
+    ad = load_adapter(tmp_path / "a.safetensors", build_dit(tiny_cfg.dit, "cpu", seed=0))
+    rep = compare_modes(lambda: build_dit(tiny_cfg.dit, "cpu", seed=0), ad, forward_fn)
+    d = rep["merged_vs_native"]
+    # merging rounds W + sBA to bf16 once; native rounds the two branch outputs: close, not identical
+    assert 0 < d["rel_l2"] < 0.05 and d["cosine"] > 0.999 and d["frac_differ"] > 0.1
+    assert rep["consumer_equals_native"]
+    assert 0 < rep["merge_rounding"]["update_rel_l2_lost"] < 0.5
+    base = forward_fn(build_dit(tiny_cfg.dit, "cpu", seed=0))
+    assert not torch.equal(base[0], forward_fn(_applied(tiny_cfg, ad, "native"))[0])    # the adapter does something
+
+
+def _applied(cfg, ad, mode):
+    m = build_dit(cfg.dit, "cpu", seed=0)
+    apply_adapter(m, ad, mode)
+    return m
+
+
+def test_fastvideo_v2(tmp_path, tiny_model):
+    d = tmp_path / "fasth3"
+    d.mkdir()
+    t = {"transformer_blocks.0.attn.to_q.lora_A.weight": rnd(2, H, seed=1, scale=0.3),
+         "transformer_blocks.0.attn.to_q.lora_B.weight": rnd(INNER, 2, seed=2, scale=0.3),
+         "transformer_blocks.1.ff.net.0.proj.diff": rnd(F2, H, seed=3),
+         "proj_in.diff_b": rnd(H, seed=4).float(),
+         "transformer_blocks.0.norm1.set_weight": rnd(H, seed=5, scale=1.0),
+         "transformer_blocks.0.attn.to_gate_compress.set_weight": rnd(INNER, H, seed=6)}
+    save_file(t, str(d / "adapter_model.safetensors"), metadata={"format": "fastvideo-lora-v2"})
+    (d / "adapter_manifest.json").write_text(json.dumps({"format": "fastvideo-lora-v2",
+                                                         "finetuned_model": "FastVideo/FastH3", "tensors": 6}))
+    w0 = {k: v.clone() for k, v in tiny_model.state_dict().items()}
+    ad = load_adapter(d, tiny_model)
+    assert ad.format == "fastvideo-v2" and ad.skipped == ["transformer_blocks.0.attn.to_gate_compress.set_weight"]
+    rep = apply_adapter(tiny_model, ad, "native")
+    assert rep["branches"] == 1 and rep["skipped"] == 1
+    sd = tiny_model.state_dict()
+    diff = t["transformer_blocks.1.ff.net.0.proj.diff"].float()
+    diff = torch.cat([diff[F2 // 2:], diff[:F2 // 2]])
+    assert torch.equal(sd["blocks.1.mlp.fc1.weight"], (w0["blocks.1.mlp.fc1.weight"].float() + diff).bfloat16())
+    assert torch.equal(sd["video_patch_proj.bias"], w0["video_patch_proj.bias"] + t["proj_in.diff_b"])
+    assert torch.equal(sd["blocks.0.norm1.weight"], t["transformer_blocks.0.norm1.set_weight"])
+    q = tiny_model.blocks[0].attn.qkv_proj
+    assert isinstance(q, LoRALinear) and q.entries[0][:2] == (0, INNER) and q.entries[0][4] == 1.0
+
+
+def test_bad_adapters(tmp_path, tiny_model):
+    save_file({"transformer_blocks.0.attn.to_x.lora_A.default.weight": rnd(2, H, seed=1),
+               "transformer_blocks.0.attn.to_x.lora_B.default.weight": rnd(H, 2, seed=1)}, str(tmp_path / "x.st"))
+    with pytest.raises(AdapterError, match="to_x.lora_A.*does not have"):
+        load_adapter(tmp_path / "x.st", tiny_model)
+    save_file({"transformer_blocks.0.attn.to_q.lora_A.default.weight": rnd(2, H, seed=1)}, str(tmp_path / "y.st"))
+    with pytest.raises(AdapterError, match="only one of lora_A"):
+        load_adapter(tmp_path / "y.st", tiny_model)
+    with pytest.raises(AdapterError, match="does not exist"):
+        load_adapter(tmp_path / "nope.safetensors", tiny_model)
