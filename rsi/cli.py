@@ -61,7 +61,7 @@ def cmd_search(a: argparse.Namespace) -> int:
     proxy = False
     if backend == "cuda":
         try:
-            target, local, proxy = resolve_target(a.gpu, a.allow_proxy)
+            target, _local, proxy = resolve_target(a.gpu, a.allow_proxy)
         except TargetError as e:
             raise UsageError(str(e)) from None
         if target is None:
@@ -138,7 +138,7 @@ def cmd_env(a: argparse.Namespace) -> int:
     for c in ("target", "arch", "cc", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "features"):
         t.add_column(c)
     for tg in TARGETS.values():
-        t.add_row(tg.name, tg.arch, "%d.%d" % tg.compute_capability, str(tg.memory_gb), str(tg.hbm_tbps),
+        t.add_row(tg.name, tg.arch, "{}.{}".format(*tg.compute_capability), str(tg.memory_gb), str(tg.hbm_tbps),
                   str(tg.bf16_tflops), str(tg.fp8_tflops), ",".join(sorted(tg.features)))
     console.print(t)
     if a.json:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 ENTRY_POINT = "launch"
 
@@ -173,7 +174,7 @@ class Verdict:
                 "tolerance": self.tolerance, "timings": self.timings, "details": self.details}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Verdict":
+    def from_json(cls, d: Mapping[str, Any]) -> Verdict:
         return cls(candidate=d["candidate"], status=d["status"], stage=d["stage"], reason=d["reason"],
                    tolerance=dict(d.get("tolerance", {})), timings=list(d.get("timings", [])),
                    details=dict(d.get("details", {})))

@@ -12,7 +12,7 @@ from typing import Any
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False,
                               cwd=Path(__file__).resolve().parent).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -32,7 +32,7 @@ def rsi_commit() -> tuple[str, bool]:
 def _driver() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
+                             capture_output=True, text=True, timeout=20, check=False).stdout.strip()
         return out.splitlines()[0] if out else ""
     except (OSError, subprocess.TimeoutExpired):
         return ""

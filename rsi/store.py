@@ -13,9 +13,10 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rsi.contract import Candidate, canonical_json
 

@@ -55,7 +55,7 @@ def detect_local() -> Target | None:
         if not torch.cuda.is_available():
             return None
         dev = torch.cuda.get_device_name(0)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no usable CUDA means no local target
         return None
     # longest pattern first so that "GB200" is not taken for "B200"
     for t in sorted(TARGETS.values(), key=lambda t: -max(len(p) for p in t.name_patterns)):

@@ -24,7 +24,7 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
                 vk = locked_kernel(root, tgt, op)
                 row = {"target": tgt, "op": op, "kernel": vk.path.name}
                 if backend == "cuda":
-                    hard, soft = env_mismatch(vk.record, env, vk.source)
+                    hard, _soft = env_mismatch(vk.record, env, vk.source)
                     if hard:
                         results.append(row | {"status": "refused", "reason": "; ".join(hard)})
                         continue

@@ -7,7 +7,8 @@ Pure torch: runs on the CPU for tests and on the GPU inside the worker.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

@@ -11,7 +11,8 @@ import os
 import sys
 import tempfile
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -39,7 +40,7 @@ def load_candidate(cand: Candidate, workdir: str) -> Callable[..., Any]:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    launch = getattr(mod, "launch")
+    launch = mod.launch
     config = dict(cand.config)
     return lambda *inputs: launch(*inputs, **config)
 
@@ -88,7 +89,7 @@ def correctness(op: OpGroup, fn: Callable, shapes: list[Shape], device: torch.de
             try:
                 outs = check.as_tuple(fn(*inputs))
                 _sync(device)
-            except Exception as e:  # the harness (not the candidate) turns any failure into a rejection
+            except Exception as e:  # noqa: BLE001 - the harness turns any candidate failure into a rejection
                 stage = "compile" if trials == 0 else "correctness"
                 raise StageError(stage, f"{type(e).__name__} at {where}: {_trim(str(e))}",
                                  {"traceback": _trim(traceback.format_exc(), 4000)})
@@ -224,7 +225,7 @@ def evaluate(job: dict, state: dict) -> dict:
         workdir = state.setdefault("workdir", tempfile.mkdtemp(prefix="rsi-worker-"))
         try:
             fn = load_candidate(cand, workdir)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any import failure is a compile rejection
             raise StageError("compile", f"import failed: {type(e).__name__}: {_trim(str(e))}")
         shapes = list(op.interp_shapes) if backend != "cuda" else list(op.shapes) + list(op.odd_shapes)
         corr = correctness(op, fn, shapes, device, tuple(job.get("seeds", SEEDS)))

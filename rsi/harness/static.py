@@ -85,9 +85,8 @@ def _is_constant_expr(node: ast.AST) -> bool:
         return _is_constant_expr(node.left) and _is_constant_expr(node.right)
     if isinstance(node, ast.Call) and _dotted(node.func) in ("tl.constexpr", "triton.language.constexpr"):
         return all(_is_constant_expr(a) for a in node.args)
-    if isinstance(node, ast.Attribute) and _dotted(node).split(".")[0] in ("tl", "torch", "triton"):
-        return True  # e.g. DTYPE = tl.bfloat16
-    return False
+    # e.g. DTYPE = tl.bfloat16
+    return isinstance(node, ast.Attribute) and _dotted(node).split(".")[0] in ("tl", "torch", "triton")
 
 
 def _mentions_shape(node: ast.AST) -> bool:

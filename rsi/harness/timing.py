@@ -10,8 +10,9 @@ so that work hidden on other streams shows up as a gap between the two (the side
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 

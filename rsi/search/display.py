@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -24,7 +24,7 @@ class SearchDisplay:
         self.current = ""
         self.live: Live | None = None
 
-    def __enter__(self) -> "SearchDisplay":
+    def __enter__(self) -> Self:
         if not self.quiet and self.console.is_terminal:
             self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self.live.__enter__()

@@ -51,7 +51,7 @@ class SearchOptions:
 def make_proposer(opts: SearchOptions, store: Store, run_id: str, space) -> Proposer:
     if opts.proposer == "offline":
         return OfflineProposer(space, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed)
-    from rsi.search import llm_proposers  # noqa: F401  (registered by the LLM-proposer issue)
+    from rsi.search import llm_proposers
 
     return llm_proposers.make(opts, store, run_id, space)
 

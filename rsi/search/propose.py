@@ -73,7 +73,7 @@ class OfflineProposer:
                 return None
             trial = self.study.ask(self._dist)
             config = dict(trial.params)
-            ok, why = self.space.valid(config)
+            ok, _why = self.space.valid(config)
             if not ok:
                 self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 continue

@@ -37,8 +37,8 @@ def test_side_stream_cheat_rejected_at_run_time():
 def test_determinism_run_twice_bitwise():
     import torch
 
-    from rsi.harness.evaluate import load_candidate
     from rsi.contract import Candidate
+    from rsi.harness.evaluate import load_candidate
     from rsi.refs import get_op_group
 
     g = get_op_group("swiglu")

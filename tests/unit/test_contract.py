@@ -47,7 +47,7 @@ def test_bitwise_compare_sees_nan_payload_and_single_bit():
     b = a.clone()
     assert check.compare(a, b, None, Bitwise())[0]
     b.view(torch.int16)[5] ^= 1
-    ok, stats, why = check.compare(a, b, None, Bitwise())
+    ok, _stats, why = check.compare(a, b, None, Bitwise())
     assert not ok and "bytes differ" in why
 
 

@@ -40,7 +40,7 @@ def test_lock_round_trip_and_tamper(tmp_path):
 
 
 def test_env_mismatch_hard_and_soft(tmp_path):
-    cand, d = _promote(tmp_path)
+    _promote(tmp_path)
     vk = locked_kernel(tmp_path, "h200", "swiglu")
     assert env_mismatch(vk.record, ENV, vk.source) == ([], [])
     hard, soft = env_mismatch(vk.record, {**ENV, "compute_capability": "10.0", "driver": "590"}, vk.source)
