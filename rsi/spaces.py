@@ -69,30 +69,29 @@ def _heuristic_elementwise_16b(space: Space) -> dict[str, Any]:
 
 def _heuristic_row_in_registers(space: Space) -> dict[str, Any]:
     """One row per program held in registers as 4096 + 2048 columns (87.5% of lanes busy at 5376, against 66% for
-    one 8192 block), 4 warps (48 values a thread), no cross-row prefetch. On the H200 (2026-11-30) this was the
-    fastest of the space: modulate 79-90% and gate_residual_modulate 91-97% of copy bandwidth. At modulate's full
-    shape: 8 warps +1.4%, 8192 + 0 +26%, ROWS = 2 +24%, SEQ = 2 +16%, 2 warps +39%, 8192 x 16 warps +67% time."""
+    one 8192 block), 4 warps (48 values a thread), no cross-row prefetch. Promoted by the H200 searches of
+    reports/h200/run2.sh; run 4: modulate 77-87%, gate_residual_modulate 90-94% of copy bandwidth."""
     c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": ""}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
 def _heuristic_pair_tiles(space: Space) -> dict[str, Any]:
     """16 (row, head) pairs of q and k per program, 4 warps: each thread loads one 16-byte vector per half-head
-    tile, 8 KB of q/k in flight per program (H200: 79-90% of copy bandwidth, the best of the space)."""
+    tile, 8 KB of q/k in flight per program (H200 run 4: 78-90% of copy bandwidth)."""
     c = {"BLOCK_P": 16, "num_warps": 4, "EVICT": "evict_first"}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
 def _heuristic_copy_tiles(space: Space) -> dict[str, Any]:
-    """32 head rows (8 KB) per tile, 4 warps: each thread moves two 16-byte vectors per tile (H200: 93-97% of copy
-    bandwidth for qkv_pack, 83-95% for head_merge; evict_first was 1-2% slower)."""
+    """32 head rows (8 KB) per tile, 4 warps: each thread moves two 16-byte vectors per tile (H200 run 4: 94-98% of
+    copy bandwidth for qkv_pack; run 2: 82-95% for head_merge)."""
     c = {"BLOCK_P": 32, "num_warps": 4, "EVICT": ""}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
 def _heuristic_elementwise_wide(space: Space) -> dict[str, Any]:
-    """Wide elementwise tiles: 8192 columns, 16 warps (two 16-byte loads per operand and thread); on the H200 ~1.5%
-    ahead of 2048 x 8 warps for lora_consumer (99-101% of copy bandwidth)."""
+    """Wide elementwise tiles: 8192 columns, 16 warps (two 16-byte loads per operand and thread); promoted for
+    lora_consumer by reports/h200/run2.sh (1.8x the unfused path in run 4)."""
     c = {"BLOCK_F": 8192, "ROWS": 1, "num_warps": 16, "EVICT": ""}
     return {k: v for k, v in c.items() if k in space.axes}
 

@@ -1,7 +1,7 @@
 """Full-size H3 on one GPU, random weights: one block, one forward at 1344x768, and the 4-step 672x384 request,
 with ``--kernels reference`` and ``--kernels verified`` side by side. Writes JSON.
 
-    python -m runtime.bench_h200 --out bench_h200.json            # ~2-4 min on an H200, ~75 GiB peak
+    python -m runtime.bench_h200 --out bench_h200.json            # ~1 min on an H200 (run 3), 62 GiB peak
 
 The 33B parameters are drawn directly on the GPU (bf16/fp32 as the checkpoint stores them); the AdaLN tables of
 both requests are precomputed (and checked bitwise against per-step recomputation), then adaln_proj (13B params)
