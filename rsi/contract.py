@@ -172,9 +172,3 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "status": self.status, "stage": self.stage, "reason": self.reason,
                 "tolerance": self.tolerance, "timings": self.timings, "details": self.details}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Verdict:
-        return cls(candidate=d["candidate"], status=d["status"], stage=d["stage"], reason=d["reason"],
-                   tolerance=dict(d.get("tolerance", {})), timings=list(d.get("timings", [])),
-                   details=dict(d.get("details", {})))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rsi.contract import Bitwise, OpGroup, Shape
 from rsi.refs.common import ALL_SPECIALS, BF16, randn
+from rsi.refs.qkv_pack import ulysses_shapes
 
 OP = "head_merge"
 HEAD_DIM = 128
@@ -29,18 +30,13 @@ def bytes_moved(shape: Shape) -> int:
     return 2 * 2 * shape.dims["rows"] * shape.dims["heads"] * HEAD_DIM
 
 
-def _shapes():
-    # after attention each rank holds all S rows of its NH/W heads; the return all-to-all gives S/W rows of all heads
-    return tuple(Shape(f"w{w}", {"rows": 38248 // w, "heads": 56, "world": w}) for w in (1, 2, 4, 8))
-
-
 OP_GROUP = OpGroup(
     name=OP,
     reference=reference,
     oracle=reference,
     make_inputs=make_inputs,
     tolerance=Bitwise(),
-    shapes=_shapes(),
+    shapes=ulysses_shapes(),  # the same W-way splits of 38,248 rows as the packing side
     odd_shapes=(Shape("odd", {"rows": 333, "heads": 8, "world": 4}),),
     interp_shapes=(Shape("tiny", {"rows": 3, "heads": 4, "world": 2}),
                    Shape("odd", {"rows": 7, "heads": 8, "world": 4})),
