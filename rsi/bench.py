@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
-IMPL_ORDER = ("eager", "compile", "liger", "verified")
-IMPL_TITLES = {"eager": "eager", "compile": "torch.compile", "liger": "Liger", "verified": "verified kernel"}
+IMPL_ORDER = ("eager", "compile", "liger", "verified", "copy")
+IMPL_TITLES = {"eager": "eager", "compile": "torch.compile", "liger": "Liger", "verified": "verified kernel",
+               "copy": "copy_ of the same bytes"}
 
 
 class BenchError(RuntimeError):
@@ -71,7 +72,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         + (" (dirty)" if env.get("rsi_dirty") else "") + f", {results.get('created', '')}.",
         (f"Median of {t.get('reps', '?')} interleaved repetitions ({t.get('method', '?')}); in parentheses the "
          f"effective bandwidth (compulsory bytes / median) as % of the device-to-device copy measured in the same "
-         f"run ({copy.get('gbps', float('nan')):.0f} GB/s)."),
+         f"run ({copy.get('gbps', float('nan')):.0f} GB/s, 4 GiB moved); the last column is a copy_ of the op's own "
+         f"byte count, timed with the others: the ceiling at that size."),
         "",
         "```",
         results.get("command", "rsi bench"),
@@ -158,6 +160,7 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
             impls = {k: _on_set(f, sets) for k, f in fns.items()}
             if liger_ok:
                 impls["liger"] = _on_set(op.liger, [op.liger_prepare(s) for s in sets])
+            impls["copy"] = T.same_bytes_copy(op.bytes_moved(shape), device)
             samples = T.time_interleaved(impls, [(i,) for i in range(len(sets))], warmup=warmup, reps=reps,
                                          sync_reps=0, device=device)
             row = assemble_row(name, shape.name, dict(shape.dims), op.bytes_moved(shape),

@@ -133,14 +133,18 @@ def _compiled_reference(op: OpGroup, cache: dict) -> Callable:
 
 def timing(op: OpGroup, fn: Callable, best: Callable | None, device: torch.device, params: dict,
            copy_bw: dict, cache: dict) -> list[dict[str, Any]]:
-    """Per shape: candidate interleaved with eager, torch.compile, the current verified kernel and Liger."""
+    """Per shape: candidate interleaved with eager, torch.compile, the current verified kernel, Liger and a
+    device-to-device copy of the op's own byte count (the ceiling at that size: run 5 measured copy_ of 137-274 MB
+    at 80-94% of the large-buffer copy)."""
     from rsi.harness import timing as T
 
     rows = []
     for shape in op.shapes:
         sets = [op.make_inputs(shape, 1000 + k, device) for k in range(params.get("input_sets", 2))]
+        nbytes = op.bytes_moved(shape)
         impls: dict[str, Callable] = {"candidate": fn, "eager": op.reference,
-                                      "compile": _compiled_reference(op, cache)}
+                                      "compile": _compiled_reference(op, cache),
+                                      "copy": T.same_bytes_copy(nbytes, device)}
         if best is not None:
             impls["best"] = best
         liger_sets = None
@@ -153,7 +157,6 @@ def timing(op: OpGroup, fn: Callable, best: Callable | None, device: torch.devic
         samples = T.time_interleaved(impls, sets, warmup=params.get("warmup", 5), reps=params.get("reps", 40))
         if liger_sets is not None:
             samples.update(_time_liger(op, fn, sets, liger_sets, params))
-        nbytes = op.bytes_moved(shape)
         row: dict[str, Any] = {"shape": shape.to_json(), "bucket": shape.name, "method": T.METHOD,
                                "warmup": params.get("warmup", 5), "iters": params.get("reps", 40),
                                "bytes": nbytes, "copy_gbps": copy_bw["gbps"]}

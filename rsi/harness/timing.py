@@ -83,6 +83,14 @@ def measure_copy_bandwidth(device="cuda", nbytes: int = 2 * 1024**3, reps: int =
     return {"bytes": 2 * nbytes, "p50_us": p50, "gbps": 2 * nbytes / (p50 * 1e-6) / 1e9}
 
 
+def same_bytes_copy(nbytes: int, device="cuda") -> Callable[..., Any]:
+    """A ``copy_`` moving ``nbytes`` (half read, half written), timed like any implementation: the copy ceiling at
+    the op's own size, which small ops cannot reach from the large-buffer figure (launch ramp and tail)."""
+    src = torch.empty(max(nbytes // 4, 1), dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    return lambda *args: dst.copy_(src)
+
+
 def time_interleaved(impls: dict[str, Callable[..., Any]], input_sets: Sequence[tuple], warmup: int = 5,
                      reps: int = 40, sync_reps: int = 10, device="cuda", queue_cycles: int = 0) -> dict[str, Samples]:
     """Time every implementation on the same inputs, interleaved, with L2 flushed before every call.

@@ -8,6 +8,9 @@ and, on every shape bucket the space claims:
 One exception, stated in every record that uses it: when torch.compile is the current best and already moves
 bytes at >= ``CEILING_PCT`` % of the copy bandwidth measured in the same run, nothing can beat it beyond noise
 (ANCHORS.md section e), so *parity* is required instead: median ratio >= ``PARITY_MIN`` and the 95% CI reaching 1.
+The ceiling is the large-buffer copy bandwidth or, where it is lower, a copy of the op's own byte count timed
+interleaved with the candidate (``copy`` baseline): H200 run 5 measured copy_ of 137-274 MB at 80-94% of the
+large-buffer figure, so a torch.compile kernel as fast as that copy is at the ceiling for its size.
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ class Decision:
 
     def reason(self) -> str:
         return "; ".join(f"{b}: {w}" for b, w in self.per_bucket.items())
+
+
+def _ceiling_text(comp: dict[str, Any], copy: dict[str, Any] | None) -> str:
+    """Why torch.compile counts as at the copy ceiling, or "" when it does not."""
+    if comp["pct_copy"] >= CEILING_PCT:
+        return f"{comp['pct_copy']:.1f}% of copy"
+    if copy is not None and comp["p50_us"] > 0:
+        same = 100.0 * copy["p50_us"] / comp["p50_us"]
+        if same >= CEILING_PCT:
+            return f"{comp['pct_copy']:.1f}% of copy, {same:.1f}% of a copy of the same bytes"
+    return ""
 
 
 def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: bool) -> Decision:
@@ -53,10 +67,11 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
                 d.per_bucket[b] = f"{best['speedup']:.3f}x the verified kernel (CI {best['ci95'][0]:.3f}-{best['ci95'][1]:.3f})"
             continue
         comp = base["compile"]
+        ceiling = _ceiling_text(comp, base.get("copy"))
         if comp["ci95"][0] > 1.0:
             d.per_bucket[b] = f"{comp['speedup']:.3f}x torch.compile (CI low {comp['ci95'][0]:.3f})"
-        elif comp["pct_copy"] >= CEILING_PCT and comp["speedup"] >= PARITY_MIN and comp["ci95"][1] >= 1.0:
-            d.per_bucket[b] = (f"parity with torch.compile at the copy ceiling ({comp['pct_copy']:.1f}% of copy): "
+        elif ceiling and comp["speedup"] >= PARITY_MIN and comp["ci95"][1] >= 1.0:
+            d.per_bucket[b] = (f"parity with torch.compile at the copy ceiling ({ceiling}): "
                                f"{comp['speedup']:.3f}x, CI {comp['ci95'][0]:.3f}-{comp['ci95'][1]:.3f}")
         else:
             d.promote, d.per_bucket[b] = False, (

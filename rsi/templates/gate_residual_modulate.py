@@ -8,9 +8,8 @@ written once (8*R*H bytes; w and the few table rows are L2 hits, loaded ``evict_
 model's eager order (product rounded to bf16, then the add rounded), so the residual stream carries exactly the
 reference's bits and the norm's statistics (fp32) see the same r. The row is covered by BLOCK_H columns plus a
 BLOCK_T tail (5376 = 4096 + 2048, or 8192 masked with BLOCK_T = 0). With SEQ > 1 the next group's res/branch loads
-are issued before the current group's reduction (a hand-written two-stage pipeline). With EARLY = 1 the w/scale/shift
-loads (L2 hits) are issued before the reduction instead of after it.
-Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming res/branch loads), EARLY.
+are issued before the current group's reduction (a hand-written two-stage pipeline).
+Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming res/branch loads).
 """
 
 import torch
@@ -41,18 +40,13 @@ def _residual(res, br, g, m, rows64, cols, r_ptr, stride_or):
 
 
 @triton.jit
-def _affine_loads(t64, m, cols, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                  stride_scc):
+def _finish(x, m, rstd, t64, rows64, cols, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w, stride_shr,
+            stride_shc, stride_scr, stride_scc, stride_or):
     w = tl.load(w_ptr + cols * stride_w, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64[:, None] * stride_scr + cols[None, :] * stride_scc, mask=m, other=0.0,
                  eviction_policy="evict_last")
     sh = tl.load(shift_ptr + t64[:, None] * stride_shr + cols[None, :] * stride_shc, mask=m, other=0.0,
                  eviction_policy="evict_last")
-    return w, sc, sh
-
-
-@triton.jit
-def _apply(x, m, rstd, w, sc, sh, rows64, cols, out_ptr, stride_or):
     n = (x * rstd[:, None] * w.to(tl.float32)[None, :]).to(tl.bfloat16).to(tl.float32)
     h = n * (1.0 + sc.to(tl.float32)) + sh.to(tl.float32)
     tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m)
@@ -64,7 +58,7 @@ def _gate_residual_modulate_kernel(res_ptr, gate_ptr, branch_ptr, w_ptr, shift_p
                                    stride_rr, stride_rc, stride_gr, stride_gc, stride_br, stride_bc, stride_w,
                                    stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_or,
                                    BLOCK_H: tl.constexpr, TAIL: tl.constexpr, ROWS: tl.constexpr,
-                                   SEQ: tl.constexpr, EVICT: tl.constexpr, EARLY: tl.constexpr):
+                                   SEQ: tl.constexpr, EVICT: tl.constexpr):
     row0 = tl.program_id(0) * (ROWS * SEQ)
     cols_a = tl.arange(0, BLOCK_H)
     cols_b = BLOCK_H + tl.arange(0, TAIL)  # TAIL = max(BLOCK_T, 1): a masked-off dummy column without a tail
@@ -93,23 +87,16 @@ def _gate_residual_modulate_kernel(res_ptr, gate_ptr, branch_ptr, w_ptr, shift_p
                                            stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
             rb_n, bb_n, gb_n = _load_piece(res_ptr, branch_ptr, gate_ptr, rows64_n, t64_n, mb_n, cols_b, stride_rr,
                                            stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
-        if EARLY:  # the L2-resident w / scale / shift loads overlap the reduction instead of following it
-            wa, sca, sha = _affine_loads(t64, ma, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-            wb, scb, shb = _affine_loads(t64, mb, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
         ss = tl.sum(xa * xa, axis=1) + tl.sum(xb * xb, axis=1)
         rstd = tl.rsqrt(ss / n_cols + eps)  # [ROWS]
-        if not EARLY:
-            wa, sca, sha = _affine_loads(t64, ma, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-            wb, scb, shb = _affine_loads(t64, mb, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-        _apply(xa, ma, rstd, wa, sca, sha, rows64, cols_a, h_ptr, stride_or)
-        _apply(xb, mb, rstd, wb, scb, shb, rows64, cols_b, h_ptr, stride_or)
+        _finish(xa, ma, rstd, t64, rows64, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, h_ptr, stride_w,
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+        _finish(xb, mb, rstd, t64, rows64, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, h_ptr, stride_w,
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+
 
 def launch(res, gate, branch, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4,
-           EVICT="", EARLY=0):
+           EVICT=""):
     n_rows, n_cols = res.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
@@ -120,5 +107,5 @@ def launch(res, gate, branch, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, 
         res, gate, branch, w, shift, scale, idx, r, h, n_rows, n_cols, EPS,
         res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),
         w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), r.stride(0),
-        BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT, EARLY=EARLY, num_warps=num_warps)
+        BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT, num_warps=num_warps)
     return r, h

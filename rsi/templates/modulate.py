@@ -8,11 +8,9 @@ A program owns SEQ groups of ROWS whole rows and keeps a group in registers: x i
 by a main block of BLOCK_H columns plus a tail block of BLOCK_T columns (Triton blocks are powers of two: H3's
 5376 = 4096 + 2048 keeps 87.5% of lanes busy, one 8192 block 66%; BLOCK_T = 0 means no tail). With SEQ > 1 the
 next group's x load is issued before the current group's reduction, so DRAM latency overlaps the row's
-reduce/affine/store instead of following it (a hand-written two-stage pipeline). With EARLY = 1 the w/scale/shift
-loads (L2 hits, but each a whole row) are issued before the reduction, so their latency hides under it at the cost
-of registers. Statistics in fp32, the
+reduce/affine/store instead of following it (a hand-written two-stage pipeline). Statistics in fp32, the
 normalized value rounded to bf16 as the model does, the affine in fp32 (one fma) rounded once.
-Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming x load), EARLY.
+Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming x load).
 """
 
 import torch
@@ -39,20 +37,14 @@ def _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc, strid
 
 
 @triton.jit
-def _affine_loads(t64, rmask, cols, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                  stride_scr, stride_scc):
+def _finish(x, rstd, t64, rows64, rmask, cols, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w, stride_shr,
+            stride_shc, stride_scr, stride_scc, stride_or):
     m = rmask[:, None] & (cols[None, :] < n_cols)
     w = tl.load(w_ptr + cols * stride_w, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64[:, None] * stride_scr + cols[None, :] * stride_scc, mask=m, other=0.0,
                  eviction_policy="evict_last")
     sh = tl.load(shift_ptr + t64[:, None] * stride_shr + cols[None, :] * stride_shc, mask=m, other=0.0,
                  eviction_policy="evict_last")
-    return w, sc, sh
-
-
-@triton.jit
-def _apply(x, rstd, w, sc, sh, rows64, rmask, cols, n_cols, out_ptr, stride_or):
-    m = rmask[:, None] & (cols[None, :] < n_cols)
     n = (x * rstd[:, None] * w.to(tl.float32)[None, :]).to(tl.bfloat16).to(tl.float32)
     h = n * (1.0 + sc.to(tl.float32)) + sh.to(tl.float32)
     tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m)
@@ -62,7 +54,7 @@ def _apply(x, rstd, w, sc, sh, rows64, rmask, cols, n_cols, out_ptr, stride_or):
 def _modulate_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, out_ptr, n_rows, n_cols, eps,
                      stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
                      stride_or, BLOCK_H: tl.constexpr, TAIL: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr,
-                     EVICT: tl.constexpr, EARLY: tl.constexpr):
+                     EVICT: tl.constexpr):
     row0 = tl.program_id(0) * (ROWS * SEQ)
     cols_a = tl.arange(0, BLOCK_H)
     cols_b = BLOCK_H + tl.arange(0, TAIL)
@@ -79,23 +71,15 @@ def _modulate_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, out_ptr, n_row
             rows = row0 + (k + 1) * ROWS + tl.arange(0, ROWS)
             xa_n, xb_n, t64_n, rows64_n = _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc,
                                                      stride_idx, BLOCK_H, TAIL, EVICT)
-        if EARLY:  # the L2-resident w / scale / shift loads overlap the reduction instead of following it
-            wa, sca, sha = _affine_loads(t64, rmask, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-            wb, scb, shb = _affine_loads(t64, rmask, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
         ss = tl.sum(xa * xa, axis=1) + tl.sum(xb * xb, axis=1)
         rstd = tl.rsqrt(ss / n_cols + eps)  # [ROWS]
-        if not EARLY:
-            wa, sca, sha = _affine_loads(t64, rmask, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-            wb, scb, shb = _affine_loads(t64, rmask, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w,
-                                         stride_shr, stride_shc, stride_scr, stride_scc)
-        _apply(xa, rstd, wa, sca, sha, rows64, rmask, cols_a, n_cols, out_ptr, stride_or)
-        _apply(xb, rstd, wb, scb, shb, rows64, rmask, cols_b, n_cols, out_ptr, stride_or)
+        _finish(xa, rstd, t64, rows64, rmask, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w,
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+        _finish(xb, rstd, t64, rows64, rmask, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w,
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
 
 
-def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4, EVICT="", EARLY=0):
+def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4, EVICT=""):
     n_rows, n_cols = x.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
@@ -104,6 +88,6 @@ def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, n
     _modulate_kernel[grid](x, w, shift, scale, idx, out, n_rows, n_cols, EPS,
                            x.stride(0), x.stride(1), w.stride(0), shift.stride(0), shift.stride(1),
                            scale.stride(0), scale.stride(1), idx.stride(0), out.stride(0),
-                           BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT, EARLY=EARLY,
+                           BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT,
                            num_warps=num_warps)
     return out

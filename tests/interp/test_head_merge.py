@@ -13,19 +13,21 @@ pytestmark = pytest.mark.interpreter
 OP = "head_merge"
 
 
-@pytest.mark.parametrize("config", [None, {"BLOCK_P": 4, "num_warps": 1, "EVICT": "evict_first"}])
+@pytest.mark.parametrize("config", [None, {"BLOCK_P": 4, "num_warps": 1, "EVICT": "evict_first", "CONST": 0},
+                                    {"BLOCK_P": 8, "num_warps": 2, "EVICT": "", "CONST": 1}])
 def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
     assert v["tolerance"]["class"] == "bitwise"
 
 
-@pytest.mark.parametrize("old,new", [
-    ("w = sw % world\n    s = sw // world", "s = sw % world\n    w = sw // world"),  # source rank and row swapped
-    ("m = pmask[:, None] & (d[None, :] < D)", "m = pmask[:, None] & (d[None, :] < D - 1)"),  # last dim dropped
+@pytest.mark.parametrize("const,old,new", [
+    (0, "w = sw % world\n        s = sw // world", "s = sw % world\n        w = sw // world"),  # rank and row swapped
+    (1, "w = sw % WORLD\n        s = sw // WORLD", "s = sw % WORLD\n        w = sw // WORLD"),  # same, compiled-in
+    (1, "m = pmask[:, None] & (d[None, :] < D)", "m = pmask[:, None] & (d[None, :] < D - 1)"),  # last dim dropped
 ])
-def test_broken_variants_rejected(old, new):
-    v = judge(OP, {"BLOCK_P": 4, "num_warps": 1}, mutated(OP, old, new))
+def test_broken_variants_rejected(const, old, new):
+    v = judge(OP, {"BLOCK_P": 4, "num_warps": 1, "CONST": const}, mutated(OP, old, new))
     assert v["status"] == "rejected" and v["stage"] == "correctness", v["reason"]
 
 

@@ -43,3 +43,15 @@ def test_incumbent_must_be_beaten_beyond_noise():
 
 def test_rejected_never_promoted():
     assert not decide({"status": "rejected", "timings": []}, ("a",), False).promote
+
+
+def test_ceiling_is_the_same_bytes_copy_where_that_is_lower():
+    # torch.compile at 92% of the large-buffer copy but as fast as a copy of the op's own bytes (H200 run 5, w4)
+    row = _row("a", 100, 0.99, (0.98, 1.01), 92.0)
+    row["baselines"]["copy"] = {"p50_us": 98.0, "speedup": 0.98, "ci95": [0.97, 0.99], "pct_copy": 94.0}
+    d = decide(_verdict([row]), ("a",), False)
+    assert d.promote and "same bytes" in d.per_bucket["a"]
+    slow_copy_row = _row("a", 100, 0.99, (0.98, 1.01), 92.0)
+    slow_copy_row["baselines"]["copy"] = {"p50_us": 80.0, "speedup": 0.8, "ci95": [0.79, 0.81], "pct_copy": 115.0}
+    d = decide(_verdict([slow_copy_row]), ("a",), False)  # compile at 81% of the same-bytes copy: not at ceiling
+    assert not d.promote and "beyond noise" in d.per_bucket["a"]
