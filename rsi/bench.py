@@ -152,6 +152,7 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
             vfn, vname, why = _verified_impl(root, target, name, dict(shape.dims), env)
             if vfn is not None:
                 fns["verified"] = vfn
+                fns["verified_aa"] = vfn  # the same kernel timed twice: the method's A/A difference, JSON only
             else:
                 notes["verified"] = f"no verified kernel at {shape.name}: {why}"
             if not liger_ok and op.liger is not None:
@@ -165,6 +166,8 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
                                          sync_reps=0, device=device)
             row = assemble_row(name, shape.name, dict(shape.dims), op.bytes_moved(shape),
                                {k: s.summary() for k, s in samples.items()}, copy["gbps"], vname, notes)
+            if "verified_aa" in row["impls"]:
+                row["aa_ratio"] = row["impls"]["verified_aa"]["p50_us"] / row["impls"]["verified"]["p50_us"]
             rows.append(row)
             print(f"{name:24s} {shape.name:9s} " + "  ".join(
                 f"{k} {v['p50_us']:.1f}us {v['pct_copy']:.0f}%" for k, v in row["impls"].items()), flush=True)

@@ -1,14 +1,15 @@
 """The only timing code in rsi: CUDA events, L2 flushed before every repetition, interleaved A/B, medians.
 
 Method (recorded with every timing as ``method``): each implementation is warmed up (absorbing JIT and autotune),
-then for every repetition the implementations run in rotating order; before each call a buffer larger than L2 is
-overwritten, inputs rotate among pre-made sets (fresh random data made outside the timed region), and CUDA events
+then for every repetition the implementations run in a shuffled order; before each call the GPU is given a short
+spin (so host launch overhead cannot enter the timed region) and a buffer larger than L2 is overwritten, inputs rotate among pre-made sets (fresh random data made outside the timed region), and CUDA events
 bracket the call on the current stream. A second, shorter pass brackets each call with ``torch.cuda.synchronize``
 so that work hidden on other streams shows up as a gap between the two (the side-stream check).
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import Any
 
 import torch
 
-METHOD = "cuda_event+l2_flush+interleaved"
+METHOD = "cuda_event+l2_flush+shuffled_interleave+gpu_queued"
+QUEUE_CYCLES = 500_000  # ~0.25 ms GPU spin before each flush (H200 SM clock ~1.98 GHz): the host stays ahead
 FLUSH_BYTES = 256 * 1024 * 1024  # H200 L2 is 60 MB; B200 126 MB
 
 
@@ -92,12 +94,16 @@ def same_bytes_copy(nbytes: int, device="cuda") -> Callable[..., Any]:
 
 
 def time_interleaved(impls: dict[str, Callable[..., Any]], input_sets: Sequence[tuple], warmup: int = 5,
-                     reps: int = 40, sync_reps: int = 10, device="cuda", queue_cycles: int = 0) -> dict[str, Samples]:
+                     reps: int = 40, sync_reps: int = 10, device="cuda",
+                     queue_cycles: int = QUEUE_CYCLES) -> dict[str, Samples]:
     """Time every implementation on the same inputs, interleaved, with L2 flushed before every call.
 
-    ``queue_cycles`` > 0 enqueues a GPU spin of that many cycles before each flush, so the host is ahead of the GPU
-    when the start event is reached and host-side launch overhead cannot fall inside the timed region (a check that
-    the default method does not charge launch overhead to short kernels)."""
+    Each repetition runs the implementations in a freshly shuffled order (fixed seed). With the plain rotation used
+    before, every implementation always followed the same neighbour, and H200 run 6 timed a kernel 2.5% apart from
+    an identical copy of itself (the locked kernel re-proposed); the shuffle removes that fixed pairing, and
+    ``rsi bench`` times the verified kernel twice to show the remaining A/A difference. ``queue_cycles`` > 0 enqueues a GPU spin of that many cycles before each flush, so the
+    host is ahead of the GPU when the start event is reached and host-side launch overhead cannot fall inside the
+    timed region."""
     flush = Flusher(device)
     names = list(impls)
     for name in names:
@@ -106,8 +112,10 @@ def time_interleaved(impls: dict[str, Callable[..., Any]], input_sets: Sequence[
     torch.cuda.synchronize()
     out = {n: Samples(n) for n in names}
     events = []
+    rng = random.Random(0)
     for r in range(reps):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = list(names)
+        rng.shuffle(order)
         args = input_sets[r % len(input_sets)]
         for name in order:
             if queue_cycles:

@@ -115,8 +115,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                 _remember(store, opts, run_id, cand, verdict, incumbent)
                 display.add(seq, verdict, cand)
                 seq += 1
-                if verdict["status"] == "accepted" and opts.backend == "cuda" and opts.target:
-                    dec = promote.decide(verdict, space.buckets, incumbent is not None)
+                dec = promotion_decision(opts, space, cand, verdict, incumbent)
+                if dec is not None:
                     display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
                                  dec.reason())
                     if dec.promote:
@@ -132,6 +132,16 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     store.finish_run(run_id, status, summary)
     store.close()
     return summary
+
+
+def promotion_decision(opts: SearchOptions, space, cand, verdict: dict, incumbent) -> promote.Decision | None:
+    """The promotion rule for one evaluated candidate; None where promotion does not apply (interpreter, no target,
+    not accepted). The locked kernel re-proposed (same hash) is never promoted over itself, whatever its timing."""
+    if verdict["status"] != "accepted" or opts.backend != "cuda" or not opts.target:
+        return None
+    if incumbent is not None and cand.hash == incumbent.record["candidate_hash"]:
+        return promote.Decision(False, {"all": "the locked kernel itself"}, rule="beat incumbent")
+    return promote.decide(verdict, space.buckets, incumbent is not None)
 
 
 def _promote(store, opts, run_id, op, space, cand, verdict, dec, env):

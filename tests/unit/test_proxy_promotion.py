@@ -54,3 +54,20 @@ def test_real_promotion_is_locked_with_provenance(tmp_path):
     assert rec["timings"][0]["vs"]["compile"]["speedup"] == 1.5 and rec["search"]["run_id"] == "run-1"
     assert read_lock(tmp_path)["targets"]["h200"]["swiglu"]["kernel"].startswith("swiglu/swiglu-")
     assert store.promotions()[0]["locked"] == 1
+
+
+def test_locked_kernel_is_never_promoted_over_itself(tmp_path):
+    from rsi.search.loop import promotion_decision
+
+    _store, vk = _run(tmp_path, proxy=False)  # locks the candidate of _run
+    opts = SearchOptions(op="swiglu", backend="cuda", target="h200", root=str(tmp_path))
+    same = Candidate("swiglu", template_source("swiglu"), {"FLAT": 1, "BLOCK_F": 1024})
+    v = _verdict(same)
+    for row in v["timings"]:  # timed 1.03x faster than itself (H200 run 6 saw that with a rotating order)
+        row["baselines"]["best"] = {"p50_us": 206.0, "speedup": 1.03, "ci95": [1.01, 1.04], "pct_copy": 90.0}
+    d = promotion_decision(opts, load_space("swiglu"), same, v, vk)
+    assert d is not None and not d.promote and "itself" in d.reason()
+    other = Candidate("swiglu", template_source("swiglu"), {"FLAT": 1, "BLOCK_F": 2048})
+    assert promotion_decision(opts, load_space("swiglu"), other, _verdict(other) | {"timings": v["timings"]}, vk).promote
+    interp = SearchOptions(op="swiglu", backend="interpret", target=None, root=str(tmp_path))
+    assert promotion_decision(interp, load_space("swiglu"), other, v, vk) is None
