@@ -71,7 +71,7 @@ def _heuristic_row_in_registers(space: Space) -> dict[str, Any]:
     """One row per program held in registers as 4096 + 2048 columns (87.5% of lanes busy at 5376, against 66% for
     one 8192 block), 4 warps (48 values a thread), no cross-row prefetch. Promoted by the H200 searches of
     reports/h200/run2.sh; run 4: modulate 77-87%, gate_residual_modulate 90-94% of copy bandwidth."""
-    c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": ""}
+    c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": "", "STREAM": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -9,7 +9,8 @@ model's eager order (product rounded to bf16, then the add rounded), so the resi
 reference's bits and the norm's statistics (fp32) see the same r. The row is covered by BLOCK_H columns plus a
 BLOCK_T tail (5376 = 4096 + 2048, or 8192 masked with BLOCK_T = 0). With SEQ > 1 the next group's res/branch loads
 are issued before the current group's reduction (a hand-written two-stage pipeline).
-Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming res/branch loads).
+STREAM = 1 loads res/branch with ``.cg`` (L2 only, keeping gate/w/table rows in L1) and stores r and h with ``.cs``.
+Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming res/branch loads), STREAM.
 """
 
 import torch
@@ -21,27 +22,27 @@ EPS = 1e-5
 
 @triton.jit
 def _load_piece(res_ptr, branch_ptr, gate_ptr, rows64, t64, m, cols, stride_rr, stride_rc, stride_br, stride_bc,
-                stride_gr, stride_gc, EVICT: tl.constexpr):
+                stride_gr, stride_gc, EVICT: tl.constexpr, XMOD: tl.constexpr):
     res = tl.load(res_ptr + rows64[:, None] * stride_rr + cols[None, :] * stride_rc, mask=m, other=0.0,
-                  eviction_policy=EVICT)
+                  eviction_policy=EVICT, cache_modifier=XMOD)
     br = tl.load(branch_ptr + rows64[:, None] * stride_br + cols[None, :] * stride_bc, mask=m, other=0.0,
-                 eviction_policy=EVICT)
+                 eviction_policy=EVICT, cache_modifier=XMOD)
     g = tl.load(gate_ptr + t64[:, None] * stride_gr + cols[None, :] * stride_gc, mask=m, other=0.0,
                 eviction_policy="evict_last")
     return res, br, g
 
 
 @triton.jit
-def _residual(res, br, g, m, rows64, cols, r_ptr, stride_or):
+def _residual(res, br, g, m, rows64, cols, r_ptr, stride_or, SMOD: tl.constexpr):
     gb = (g.to(tl.float32) * br.to(tl.float32)).to(tl.bfloat16)  # eager rounds the gated branch before the add
     r = (res.to(tl.float32) + gb.to(tl.float32)).to(tl.bfloat16)
-    tl.store(r_ptr + rows64[:, None] * stride_or + cols[None, :], r, mask=m)
+    tl.store(r_ptr + rows64[:, None] * stride_or + cols[None, :], r, mask=m, cache_modifier=SMOD)
     return r.to(tl.float32)
 
 
 @triton.jit
 def _finish(x, m, rstd, t64, rows64, cols, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w, stride_shr,
-            stride_shc, stride_scr, stride_scc, stride_or):
+            stride_shc, stride_scr, stride_scc, stride_or, SMOD: tl.constexpr):
     w = tl.load(w_ptr + cols * stride_w, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64[:, None] * stride_scr + cols[None, :] * stride_scc, mask=m, other=0.0,
                  eviction_policy="evict_last")
@@ -49,7 +50,7 @@ def _finish(x, m, rstd, t64, rows64, cols, n_cols, w_ptr, shift_ptr, scale_ptr, 
                  eviction_policy="evict_last")
     n = (x * rstd[:, None] * w.to(tl.float32)[None, :]).to(tl.bfloat16).to(tl.float32)
     h = n * (1.0 + sc.to(tl.float32)) + sh.to(tl.float32)
-    tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m)
+    tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m, cache_modifier=SMOD)
 
 
 @triton.jit
@@ -58,7 +59,8 @@ def _gate_residual_modulate_kernel(res_ptr, gate_ptr, branch_ptr, w_ptr, shift_p
                                    stride_rr, stride_rc, stride_gr, stride_gc, stride_br, stride_bc, stride_w,
                                    stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_or,
                                    BLOCK_H: tl.constexpr, TAIL: tl.constexpr, ROWS: tl.constexpr,
-                                   SEQ: tl.constexpr, EVICT: tl.constexpr):
+                                   SEQ: tl.constexpr, EVICT: tl.constexpr, XMOD: tl.constexpr,
+                                   SMOD: tl.constexpr):
     row0 = tl.program_id(0) * (ROWS * SEQ)
     cols_a = tl.arange(0, BLOCK_H)
     cols_b = BLOCK_H + tl.arange(0, TAIL)  # TAIL = max(BLOCK_T, 1): a masked-off dummy column without a tail
@@ -69,13 +71,13 @@ def _gate_residual_modulate_kernel(res_ptr, gate_ptr, branch_ptr, w_ptr, shift_p
     ma_n = rmask[:, None] & (cols_a[None, :] < n_cols)
     mb_n = rmask[:, None] & (cols_b[None, :] < n_cols)
     ra_n, ba_n, ga_n = _load_piece(res_ptr, branch_ptr, gate_ptr, rows64_n, t64_n, ma_n, cols_a, stride_rr,
-                                   stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
+                                   stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT, XMOD)
     rb_n, bb_n, gb_n = _load_piece(res_ptr, branch_ptr, gate_ptr, rows64_n, t64_n, mb_n, cols_b, stride_rr,
-                                   stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
+                                   stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT, XMOD)
     for k in tl.static_range(SEQ):
         rows64, t64, ma, mb = rows64_n, t64_n, ma_n, mb_n
-        xa = _residual(ra_n, ba_n, ga_n, ma, rows64, cols_a, r_ptr, stride_or)
-        xb = _residual(rb_n, bb_n, gb_n, mb, rows64, cols_b, r_ptr, stride_or)
+        xa = _residual(ra_n, ba_n, ga_n, ma, rows64, cols_a, r_ptr, stride_or, SMOD)
+        xb = _residual(rb_n, bb_n, gb_n, mb, rows64, cols_b, r_ptr, stride_or, SMOD)
         if k + 1 < SEQ:  # issue the next group's loads before this group's reduction
             rows = row0 + (k + 1) * ROWS + tl.arange(0, ROWS)
             rmask = rows < n_rows
@@ -84,19 +86,19 @@ def _gate_residual_modulate_kernel(res_ptr, gate_ptr, branch_ptr, w_ptr, shift_p
             ma_n = rmask[:, None] & (cols_a[None, :] < n_cols)
             mb_n = rmask[:, None] & (cols_b[None, :] < n_cols)
             ra_n, ba_n, ga_n = _load_piece(res_ptr, branch_ptr, gate_ptr, rows64_n, t64_n, ma_n, cols_a, stride_rr,
-                                           stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
+                                           stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT, XMOD)
             rb_n, bb_n, gb_n = _load_piece(res_ptr, branch_ptr, gate_ptr, rows64_n, t64_n, mb_n, cols_b, stride_rr,
-                                           stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT)
+                                           stride_rc, stride_br, stride_bc, stride_gr, stride_gc, EVICT, XMOD)
         ss = tl.sum(xa * xa, axis=1) + tl.sum(xb * xb, axis=1)
         rstd = tl.rsqrt(ss / n_cols + eps)  # [ROWS]
         _finish(xa, ma, rstd, t64, rows64, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, h_ptr, stride_w,
-                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or, SMOD)
         _finish(xb, mb, rstd, t64, rows64, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, h_ptr, stride_w,
-                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or, SMOD)
 
 
 def launch(res, gate, branch, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4,
-           EVICT=""):
+           EVICT="", STREAM=0):
     n_rows, n_cols = res.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
@@ -107,5 +109,6 @@ def launch(res, gate, branch, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, 
         res, gate, branch, w, shift, scale, idx, r, h, n_rows, n_cols, EPS,
         res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),
         w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), r.stride(0),
-        BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT, num_warps=num_warps)
+        BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT,
+        XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", num_warps=num_warps)
     return r, h

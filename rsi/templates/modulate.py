@@ -10,7 +10,9 @@ by a main block of BLOCK_H columns plus a tail block of BLOCK_T columns (Triton 
 next group's x load is issued before the current group's reduction, so DRAM latency overlaps the row's
 reduce/affine/store instead of following it (a hand-written two-stage pipeline). Statistics in fp32, the
 normalized value rounded to bf16 as the model does, the affine in fp32 (one fma) rounded once.
-Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming x load).
+STREAM = 1 loads x with ``.cg`` (L2 only, so the streamed rows do not displace w and the table rows from L1) and
+stores h with ``.cs`` (streaming).
+Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming x load), STREAM.
 """
 
 import torch
@@ -22,7 +24,7 @@ EPS = 1e-5
 
 @triton.jit
 def _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc, stride_idx,
-               BLOCK_H: tl.constexpr, TAIL: tl.constexpr, EVICT: tl.constexpr):
+               BLOCK_H: tl.constexpr, TAIL: tl.constexpr, EVICT: tl.constexpr, XMOD: tl.constexpr):
     rmask = rows < n_rows
     rows64 = rows.to(tl.int64)
     t64 = tl.load(idx_ptr + rows64 * stride_idx, mask=rmask, other=0).to(tl.int64)  # [ROWS] table row
@@ -31,14 +33,14 @@ def _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc, strid
     ma = rmask[:, None] & (cols_a[None, :] < n_cols)
     mb = rmask[:, None] & (cols_b[None, :] < n_cols)
     base = x_ptr + rows64[:, None] * stride_xr
-    xa = tl.load(base + cols_a[None, :] * stride_xc, mask=ma, other=0.0, eviction_policy=EVICT)
-    xb = tl.load(base + cols_b[None, :] * stride_xc, mask=mb, other=0.0, eviction_policy=EVICT)
+    xa = tl.load(base + cols_a[None, :] * stride_xc, mask=ma, other=0.0, eviction_policy=EVICT, cache_modifier=XMOD)
+    xb = tl.load(base + cols_b[None, :] * stride_xc, mask=mb, other=0.0, eviction_policy=EVICT, cache_modifier=XMOD)
     return xa, xb, t64, rows64
 
 
 @triton.jit
 def _finish(x, rstd, t64, rows64, rmask, cols, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w, stride_shr,
-            stride_shc, stride_scr, stride_scc, stride_or):
+            stride_shc, stride_scr, stride_scc, stride_or, SMOD: tl.constexpr):
     m = rmask[:, None] & (cols[None, :] < n_cols)
     w = tl.load(w_ptr + cols * stride_w, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64[:, None] * stride_scr + cols[None, :] * stride_scc, mask=m, other=0.0,
@@ -47,20 +49,20 @@ def _finish(x, rstd, t64, rows64, rmask, cols, n_cols, w_ptr, shift_ptr, scale_p
                  eviction_policy="evict_last")
     n = (x * rstd[:, None] * w.to(tl.float32)[None, :]).to(tl.bfloat16).to(tl.float32)
     h = n * (1.0 + sc.to(tl.float32)) + sh.to(tl.float32)
-    tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m)
+    tl.store(out_ptr + rows64[:, None] * stride_or + cols[None, :], h.to(tl.bfloat16), mask=m, cache_modifier=SMOD)
 
 
 @triton.jit
 def _modulate_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, out_ptr, n_rows, n_cols, eps,
                      stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
                      stride_or, BLOCK_H: tl.constexpr, TAIL: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr,
-                     EVICT: tl.constexpr):
+                     EVICT: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr):
     row0 = tl.program_id(0) * (ROWS * SEQ)
     cols_a = tl.arange(0, BLOCK_H)
     cols_b = BLOCK_H + tl.arange(0, TAIL)
     rows = row0 + tl.arange(0, ROWS)
     xa_n, xb_n, t64_n, rows64_n = _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc,
-                                             stride_idx, BLOCK_H, TAIL, EVICT)
+                                             stride_idx, BLOCK_H, TAIL, EVICT, XMOD)
     for k in tl.static_range(SEQ):
         xa = xa_n.to(tl.float32)
         xb = xb_n.to(tl.float32)
@@ -70,16 +72,17 @@ def _modulate_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, out_ptr, n_row
         if k + 1 < SEQ:  # issue the next group's loads before this group's reduction
             rows = row0 + (k + 1) * ROWS + tl.arange(0, ROWS)
             xa_n, xb_n, t64_n, rows64_n = _load_rows(x_ptr, idx_ptr, rows, n_rows, n_cols, stride_xr, stride_xc,
-                                                     stride_idx, BLOCK_H, TAIL, EVICT)
+                                                     stride_idx, BLOCK_H, TAIL, EVICT, XMOD)
         ss = tl.sum(xa * xa, axis=1) + tl.sum(xb * xb, axis=1)
         rstd = tl.rsqrt(ss / n_cols + eps)  # [ROWS]
         _finish(xa, rstd, t64, rows64, rmask, cols_a, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w,
-                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or, SMOD)
         _finish(xb, rstd, t64, rows64, rmask, cols_b, n_cols, w_ptr, shift_ptr, scale_ptr, out_ptr, stride_w,
-                stride_shr, stride_shc, stride_scr, stride_scc, stride_or)
+                stride_shr, stride_shc, stride_scr, stride_scc, stride_or, SMOD)
 
 
-def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4, EVICT=""):
+def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, num_warps=4, EVICT="",
+           STREAM=0):
     n_rows, n_cols = x.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
@@ -89,5 +92,6 @@ def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, n
                            x.stride(0), x.stride(1), w.stride(0), shift.stride(0), shift.stride(1),
                            scale.stride(0), scale.stride(1), idx.stride(0), out.stride(0),
                            BLOCK_H=BLOCK_H, TAIL=max(BLOCK_T, 1), ROWS=ROWS, SEQ=SEQ, EVICT=EVICT,
+                           XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "",
                            num_warps=num_warps)
     return out

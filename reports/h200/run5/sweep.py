@@ -2,8 +2,9 @@
 op's own byte count and a launch-overhead check (the same calls with the GPU held busy before each flush).
 
 Timing only (no correctness: the search's harness does that); all timing goes through rsi.harness.timing.
-Usage: python3 reports/h200/run5/sweep.py OUT.json [op ...]   (ops default: modulate head_merge
-gate_residual_modulate qk_norm_rope). Results are written after every shape, so a cut-off run keeps what it did.
+Usage: python3 reports/h200/run5/sweep.py OUT.json [op[@AXIS=V,AXIS=V] ...]   (ops default: modulate head_merge
+gate_residual_modulate qk_norm_rope; ``@...`` keeps only the configs with those axis values). Results are written
+after every shape, so a cut-off run keeps what it did. Run 8 reuses it with filters (reports/h200/run8.sh).
 """
 
 import functools
@@ -27,11 +28,13 @@ def main(out_path, ops):
     res = {"env": envmod.capture(), "copy": T.measure_copy_bandwidth(dev), "ops": {}, "copy_same_bytes": {}}
     copy_gbps = res["copy"]["gbps"]
     print(f"copy {copy_gbps:.0f} GB/s", flush=True)
-    for name in ops:
+    for spec in ops:
+        name, _, where = spec.partition("@")
+        fixed = dict(kv.split("=") for kv in where.split(",")) if where else {}
         op, space = get_op_group(name), load_space(name)
         launch = importlib.import_module(f"rsi.templates.{space.template}").launch
         compiled = torch.compile(op.reference, dynamic=False)
-        configs = space.enumerate()
+        configs = [c for c in space.enumerate() if all(str(c.get(k)) == v for k, v in fixed.items())]
         res["ops"][name] = {}
         for shape in op.shapes:
             if shape.name not in space.buckets:
