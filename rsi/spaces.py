@@ -50,6 +50,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # every piece gives each thread at least one 16-byte (8 x bf16) access
     "row_vectors_16B": lambda c: min(p for p in (c["BLOCK_H"], c.get("BLOCK_T", 0)) if p) * c.get("ROWS", 1)
     >= 8 * 32 * c["num_warps"],
+    # .cg loads cannot carry an eviction priority: ptxas rejects ".evict_first" with ".cg" (H200 run 8)
+    "stream_no_evict_hint": lambda c: not (c.get("STREAM") and c.get("EVICT")),
     # ---- (row, head) pair tiles of qk_norm_rope: [BLOCK_P, 64] half-head tiles, q and k per program
     # each warp holds whole 16-byte vectors of at least 4 pairs (8 lanes span one 64-wide half row)
     "pair_tile_fills_warps": lambda c: c["BLOCK_P"] * 64 >= 8 * 32 * c["num_warps"],
@@ -69,8 +71,10 @@ def _heuristic_elementwise_16b(space: Space) -> dict[str, Any]:
 
 def _heuristic_row_in_registers(space: Space) -> dict[str, Any]:
     """One row per program held in registers as 4096 + 2048 columns (87.5% of lanes busy at 5376, against 66% for
-    one 8192 block), 4 warps (48 values a thread), no cross-row prefetch. Promoted by the H200 searches of
-    reports/h200/run2.sh; run 4: modulate 77-87%, gate_residual_modulate 90-94% of copy bandwidth."""
+    one 8192 block), 4 warps (48 values a thread), no cross-row prefetch, rows streamed through L2 only (.cg) and
+    stored with .cs. The best or within 1% of the best config of the H200 sweeps (reports/h200/run5, run8: 8192-wide
+    single blocks reached <= 63% / 86% of copy); STREAM = 1 beat the STREAM = 0 modulate kernel by 0.7-1.8% in run 8
+    and tied for gate_residual_modulate."""
     c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": "", "STREAM": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
