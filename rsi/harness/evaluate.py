@@ -135,7 +135,7 @@ def timing(op: OpGroup, fn: Callable, best: Callable | None, device: torch.devic
            copy_bw: dict, cache: dict) -> list[dict[str, Any]]:
     """Per shape: candidate interleaved with eager, torch.compile, the current verified kernel, Liger and a
     device-to-device copy of the op's own byte count (the ceiling at that size: run 5 measured copy_ of 137-274 MB
-    at 80-94% of the large-buffer copy)."""
+    at 79-94% of the large-buffer copy)."""
     from rsi.harness import timing as T
 
     rows = []

@@ -9,7 +9,7 @@ One exception, stated in every record that uses it: when torch.compile is the cu
 bytes at >= ``CEILING_PCT`` % of the copy bandwidth measured in the same run, nothing can beat it beyond noise
 (ANCHORS.md section e), so *parity* is required instead: median ratio >= ``PARITY_MIN`` and the 95% CI reaching 1.
 The ceiling is the large-buffer copy bandwidth or, where it is lower, a copy of the op's own byte count timed
-interleaved with the candidate (``copy`` baseline): H200 run 5 measured copy_ of 137-274 MB at 80-94% of the
+interleaved with the candidate (``copy`` baseline): H200 run 5 measured copy_ of 137-274 MB at 79-94% of the
 large-buffer figure, so a torch.compile kernel as fast as that copy is at the ceiling for its size.
 """
 
