@@ -185,7 +185,8 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
 
 # ------------------------------------------------------------------------------------------------------ CLI
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    b = subparsers.add_parser("bench", help="time op groups: eager, torch.compile, Liger, the verified kernel")
+    b = subparsers.add_parser("bench", help="time op groups: eager, torch.compile, Liger, the verified kernel and a "
+                                            "copy of the same bytes")
     b.add_argument("--op-group", default="all", help="op group to time (e.g. modulate), or 'all' (default)")
     b.add_argument("--gpu", default=None, help="GPU target whose LOCK.json entries to time (default: this GPU's)")
     b.add_argument("--reps", type=int, default=40, help="timed repetitions per implementation (default 40)")
