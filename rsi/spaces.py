@@ -72,9 +72,10 @@ def _heuristic_elementwise_16b(space: Space) -> dict[str, Any]:
 def _heuristic_row_in_registers(space: Space) -> dict[str, Any]:
     """One row per program held in registers as 4096 + 2048 columns (87.5% of lanes busy at 5376, against 66% for
     one 8192 block), 4 warps (48 values a thread), no cross-row prefetch, rows streamed through L2 only (.cg) and
-    stored with .cs. The best or within 1% of the best config of the H200 sweeps (reports/h200/run5, run8: 8192-wide
-    single blocks reached <= 63% / 86% of copy); STREAM = 1 beat the STREAM = 0 modulate kernel by 0.7-1.8% in run 8
-    and tied for gate_residual_modulate."""
+    stored with .cs. H200 sweeps (reports/h200/run5, run8): 8192-wide single blocks reached at most 62-68% (modulate)
+    and 86% (gate_residual_modulate) of copy against 77-96% for 4096 + 2048; in run 8's sweep this config was within
+    0.9% of the best of its subset, and its search found STREAM = 1 0.7-1.8% faster than run 2's STREAM = 0 modulate
+    kernel (a tie for gate_residual_modulate)."""
     c = {"BLOCK_H": 4096, "BLOCK_T": 2048, "ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": "", "STREAM": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
@@ -94,9 +95,9 @@ def _heuristic_copy_tiles(space: Space) -> dict[str, Any]:
 
 
 def _heuristic_merge_tiles(space: Space) -> dict[str, Any]:
-    """8 head rows (2 KB) per tile, 4 warps, layout compiled in: the best or within 1% of the best of every
-    head_merge config at W = 2, 4, 8 in the exhaustive H200 sweep of reports/h200/run5 (97.5 / 92.3 / 84.0% of copy,
-    torch.compile 97.7 / 93.2 / 85.2%)."""
+    """8 head rows (2 KB) per tile, 4 warps, layout compiled in: the best head_merge config at W = 2 and within 0.6% /
+    1.9% of the best at W = 4 / 8 in the exhaustive H200 sweep of reports/h200/run5 (97.5 / 92.3 / 84.0% of copy,
+    torch.compile 97.7 / 93.2 / 85.2%); promoted by run 7."""
     c = {"BLOCK_P": 8, "num_warps": 4, "EVICT": "", "CONST": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 

@@ -2,8 +2,9 @@
 
 Method (recorded with every timing as ``method``): each implementation is warmed up (absorbing JIT and autotune),
 then for every repetition the implementations run in a shuffled order; before each call the GPU is given a short
-spin (so host launch overhead cannot enter the timed region) and a buffer larger than L2 is overwritten, inputs rotate among pre-made sets (fresh random data made outside the timed region), and CUDA events
-bracket the call on the current stream. A second, shorter pass brackets each call with ``torch.cuda.synchronize``
+spin (so host launch overhead cannot enter the timed region) and a buffer larger than L2 is overwritten, inputs
+rotate among pre-made sets (fresh random data made outside the timed region), and CUDA events bracket the call on
+the current stream. A second, shorter pass brackets each call with ``torch.cuda.synchronize``
 so that work hidden on other streams shows up as a gap between the two (the side-stream check).
 """
 
@@ -101,9 +102,9 @@ def time_interleaved(impls: dict[str, Callable[..., Any]], input_sets: Sequence[
     Each repetition runs the implementations in a freshly shuffled order (fixed seed). With the plain rotation used
     before, every implementation always followed the same neighbour, and H200 run 6 timed a kernel 2.5% apart from
     an identical copy of itself (the locked kernel re-proposed); the shuffle removes that fixed pairing, and
-    ``rsi bench`` times the verified kernel twice to show the remaining A/A difference. ``queue_cycles`` > 0 enqueues a GPU spin of that many cycles before each flush, so the
-    host is ahead of the GPU when the start event is reached and host-side launch overhead cannot fall inside the
-    timed region."""
+    ``rsi bench`` times the verified kernel twice to show the remaining A/A difference. ``queue_cycles`` > 0
+    enqueues a GPU spin of that many cycles before each flush, so the host is ahead of the GPU when the start event
+    is reached and host-side launch overhead cannot fall inside the timed region."""
     flush = Flusher(device)
     names = list(impls)
     for name in names:
