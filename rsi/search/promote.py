@@ -2,21 +2,29 @@
 
 A candidate is promoted only if the harness accepted it (correct under the class, timed, under the physics gate)
 and, on every shape bucket the space claims:
-  * it beats eager beyond the noise margin (lower end of the 95% CI of the paired ratio > 1), and
-  * it beats the current best beyond the noise margin: the locked verified kernel if there is one, else
-    torch.compile.
+  * the A/A noise of the run is known: the candidate is timed twice in the same interleaved loop, and the CI of the
+    ratio of its two timings gives the band ``aa_band = max(0, 1 - lo, hi - 1)`` (``rsi.search.stats``); a bucket
+    without that measurement is never promoted;
+  * it beats eager beyond the noise: the low end of the 95% CI of the paired ratio eager/candidate > 1 + band;
+  * it beats the current best beyond the noise (CI low > 1 + band): the locked verified kernel if there is one,
+    else torch.compile.
 One exception, stated in every record that uses it: when torch.compile is the current best and already moves
 bytes at >= ``CEILING_PCT`` % of the copy bandwidth measured in the same run, nothing can beat it beyond noise
-(ANCHORS.md section e), so *parity* is required instead: median ratio >= ``PARITY_MIN`` and the 95% CI reaching 1.
+(ANCHORS.md section e), so *parity* is required instead: median ratio >= ``PARITY_MIN`` and the 95% CI reaching 1
+(and the A/A band known).
 The ceiling is the large-buffer copy bandwidth or, where it is lower, a copy of the op's own byte count timed
 interleaved with the candidate (``copy`` baseline): H200 run 5 measured copy_ of 137-274 MB at 79-94% of the
 large-buffer figure, so a torch.compile kernel as fast as that copy is at the ceiling for its size.
+The band of every bucket is written into the decision text and the record (``promotion.aa_band``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from rsi.search.stats import aa_band, beyond_noise
 
 CEILING_PCT = 95.0
 PARITY_MIN = 0.98
@@ -27,6 +35,7 @@ class Decision:
     promote: bool
     per_bucket: dict[str, str] = field(default_factory=dict)
     rule: str = ""
+    aa_band: dict[str, float] = field(default_factory=dict)  # A/A noise half-width per bucket (where measured)
 
     def reason(self) -> str:
         return "; ".join(f"{b}: {w}" for b, w in self.per_bucket.items())
@@ -43,40 +52,69 @@ def _ceiling_text(comp: dict[str, Any], copy: dict[str, Any] | None) -> str:
     return ""
 
 
+def _ci(entry: dict[str, Any]) -> str:
+    return f"CI {entry['ci95'][0]:.3f}-{entry['ci95'][1]:.3f}"
+
+
+def _bucket(base: dict[str, Any], has_incumbent: bool, band: float) -> tuple[bool, str]:
+    """(promote, why) for one bucket whose A/A band is known."""
+    bt = f"A/A band {band:.3f}"
+    need = f"needs CI low > {1.0 + band:.3f}"
+    eager = base.get("eager")
+    if eager is None:
+        return False, "eager not timed"
+    if not beyond_noise(eager["ci95"], band):
+        return False, (f"not faster than eager beyond noise ({eager['speedup']:.3f}x, {_ci(eager)}; {bt}, "
+                       f"{need})")
+    if has_incumbent:
+        best = base.get("best")
+        if best is None:
+            return False, "the verified kernel was not timed"
+        if not beyond_noise(best["ci95"], band):
+            return False, (f"not faster than the verified kernel beyond noise ({best['speedup']:.3f}x, {_ci(best)}; "
+                           f"{bt}, {need})")
+        return True, f"{best['speedup']:.3f}x the verified kernel ({_ci(best)}; {bt})"
+    comp = base.get("compile")
+    if comp is None:
+        return False, "torch.compile not timed"
+    if beyond_noise(comp["ci95"], band):
+        return True, f"{comp['speedup']:.3f}x torch.compile ({_ci(comp)}; {bt})"
+    ceiling = _ceiling_text(comp, base.get("copy"))
+    if ceiling and comp["speedup"] >= PARITY_MIN and comp["ci95"][1] >= 1.0:
+        return True, (f"parity with torch.compile at the copy ceiling ({ceiling}): {comp['speedup']:.3f}x, "
+                      f"{_ci(comp)}; {bt}")
+    return False, (f"not faster than torch.compile beyond noise ({comp['speedup']:.3f}x, {_ci(comp)}; {bt}, {need}; "
+                   f"torch.compile at {comp['pct_copy']:.1f}% of copy"
+                   + (f", parity needs median >= {PARITY_MIN} and CI reaching 1" if ceiling else "") + ")")
+
+
 def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: bool) -> Decision:
-    if verdict["status"] != "accepted" or not verdict.get("timings"):
+    if verdict.get("status") != "accepted" or not verdict.get("timings"):
         return Decision(False, {"all": "not accepted with timings"})
     rows = {r["bucket"]: r for r in verdict["timings"]}
-    d = Decision(True, rule="beat incumbent" if has_incumbent else "beat torch.compile (parity at ceiling)")
+    d = Decision(True, rule="beat incumbent beyond the A/A band" if has_incumbent
+                 else "beat torch.compile beyond the A/A band (parity at ceiling)")
+    if not buckets:
+        return Decision(False, {"all": "the space claims no bucket"}, rule=d.rule)
     for b in buckets:
         r = rows.get(b)
         if r is None:
             d.promote, d.per_bucket[b] = False, "bucket not timed"
             continue
         base = r["baselines"]
-        eager_lo = base["eager"]["ci95"][0]
-        if not eager_lo > 1.0:
-            d.promote, d.per_bucket[b] = False, f"not faster than eager beyond noise (CI low {eager_lo:.3f})"
+        aa = base.get("aa")
+        if aa is None or "ci95" not in aa:
+            d.promote, d.per_bucket[b] = False, "no A/A measurement"
             continue
-        if has_incumbent:
-            best = base.get("best")
-            if best is None or not best["ci95"][0] > 1.0:
-                lo = best["ci95"][0] if best else float("nan")
-                d.promote, d.per_bucket[b] = False, f"not faster than the verified kernel beyond noise (CI low {lo:.3f})"
-            else:
-                d.per_bucket[b] = f"{best['speedup']:.3f}x the verified kernel (CI {best['ci95'][0]:.3f}-{best['ci95'][1]:.3f})"
+        band = aa_band(aa["ci95"])
+        if not math.isfinite(band):
+            d.promote, d.per_bucket[b] = False, f"no A/A measurement (A/A CI {aa['ci95']} not finite)"
             continue
-        comp = base["compile"]
-        ceiling = _ceiling_text(comp, base.get("copy"))
-        if comp["ci95"][0] > 1.0:
-            d.per_bucket[b] = f"{comp['speedup']:.3f}x torch.compile (CI low {comp['ci95'][0]:.3f})"
-        elif ceiling and comp["speedup"] >= PARITY_MIN and comp["ci95"][1] >= 1.0:
-            d.per_bucket[b] = (f"parity with torch.compile at the copy ceiling ({ceiling}): "
-                               f"{comp['speedup']:.3f}x, CI {comp['ci95'][0]:.3f}-{comp['ci95'][1]:.3f}")
-        else:
-            d.promote, d.per_bucket[b] = False, (
-                f"not faster than torch.compile beyond noise ({comp['speedup']:.3f}x, CI "
-                f"{comp['ci95'][0]:.3f}-{comp['ci95'][1]:.3f}; torch.compile at {comp['pct_copy']:.1f}% of copy)")
+        d.aa_band[b] = band
+        ok, why = _bucket(base, has_incumbent, band)
+        d.per_bucket[b] = why
+        if not ok:
+            d.promote = False
     return d
 
 
@@ -93,7 +131,7 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
             "iters": r["iters"], "p20_us": r["p20_us"], "p50_us": r["p50_us"], "p80_us": r["p80_us"],
             "gbps": r["gbps"], "pct_copy": r["pct_copy"], "copy_gbps": r["copy_gbps"],
             "ref_p50_us": base["eager"]["p50_us"], "speedup": base["eager"]["speedup"], "ci95": base["eager"]["ci95"],
-            "vs": {k: {"p50_us": v["p50_us"], "speedup": v["speedup"], "ci95": v["ci95"],
+            "vs": {k: {"p50_us": v.get("p50_us"), "speedup": v["speedup"], "ci95": v["ci95"],
                        "pct_copy": v.get("pct_copy")} for k, v in base.items()},
         })
     return {
@@ -106,7 +144,7 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
                    if r["bucket"] in space.buckets],
         "env": env, "timings": timings,
         "promotion": {"rule": decision.rule, "per_bucket": decision.per_bucket, "ceiling_pct": CEILING_PCT,
-                      "parity_min": PARITY_MIN},
+                      "parity_min": PARITY_MIN, "aa_band": dict(decision.aa_band)},
         "search": {"space": f"{space.op}.toml@{space.sha256[:12]}", "run_id": run_id, "seed": seed,
                    "parent": cand.parent, "proposer": proposer},
         "verified_at": now(), "verified_by": "rsi search",

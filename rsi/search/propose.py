@@ -100,9 +100,12 @@ class OfflineProposer:
 
 
 def objective_of(verdict: dict, backend: str) -> float | None:
-    """Minimised by the optimizer: geometric mean over buckets of candidate p50 / best baseline p50.
+    """Minimised by the optimizer (lower is better): geometric mean over buckets of candidate p50 / the fastest
+    p50 among eager, torch.compile and the current verified kernel ("best"). Below 1: faster than all of them.
+    Other timed entries (the same-bytes copy, Liger, the candidate's own A/A timing) are not competitors.
 
-    Rejected -> None (a failed trial). Under the interpreter every accepted candidate scores 1.0 (no timing).
+    Rejected -> None (a failed trial); so is an accepted verdict whose times are missing or not positive and finite
+    (nothing to rank). Under the interpreter every accepted candidate scores 1.0 (no timing).
     """
     if verdict["status"] != "accepted":
         return None
@@ -111,6 +114,9 @@ def objective_of(verdict: dict, backend: str) -> float | None:
         return 1.0
     logs = []
     for r in rows:
-        base = [b["p50_us"] for k, b in r["baselines"].items() if k in ("compile", "best", "eager")]
+        base = [b.get("p50_us") for k, b in r.get("baselines", {}).items() if k in ("compile", "best", "eager")]
+        times = [r.get("p50_us"), *base]
+        if not base or not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in times):
+            return None
         logs.append(math.log(r["p50_us"] / min(base)))
     return math.exp(sum(logs) / len(logs))
