@@ -191,7 +191,9 @@ def system_text(op: OpGroup) -> str:
          "do not put any other code block in the reply."),
         (f"- The module defines `def {ENTRY_POINT}({names}, NAME=default, ...)`: the positional arguments are the op "
          "group's inputs, every keyword argument with a literal default is a parameter. It allocates its outputs "
-         "with torch.empty*, launches @triton.jit kernels and returns the output."),
+         "with the kernel API (`from rsi import kernel as K`; `K.empty(shape, dtype, device)`, `K.empty_like(t)`), "
+         "launches @triton.jit kernels and returns the output. The module imports only triton, triton.language and "
+         "rsi.kernel (not torch)."),
         (f"- Optionally `{TUNABLE_NAME} = ((\"NAME\", (v1, v2, ...)), ...)` at module level (tuples only) declares "
          f"which parameters an optimizer may tune and their values; each default must be one of its values "
          f"(at most {MAX_TUNABLES} parameters, {MAX_VALUES} values each). Example: "
@@ -210,16 +212,9 @@ def contract_section(op: OpGroup) -> str:
         ("You may not change *what* is computed: the reference below is the definition; input and output shapes, "
          "dtypes and layouts are fixed; inputs must never be written."),
         "",
-        "Static checks (on the source, before anything runs):",
-        f"- imports only {', '.join(static.ALLOWED_IMPORTS)}; nothing from rsi, no timers, no os/sys/subprocess",
-        (f"- host code (outside @triton.jit) may only call torch.{{{', '.join(sorted(static.ALLOWED_TORCH))}}}, "
-         f"tensor metadata/view methods ({', '.join(sorted(static.ALLOWED_TENSOR_METHODS))}), triton.cdiv, "
-         "triton.next_power_of_2 and launch kernels: all arithmetic happens in kernels"),
-        ("- no try/except, global/nonlocal, classes, with-statements, decorators other than triton.jit/autotune/"
-         "heuristics, mutable default arguments, item assignment in host code, dunder attributes, getattr/eval/exec"),
-        "- module-level values only as immutable constants (numbers, strings, tuples); no caches of results",
-        "- no CUDA streams, events, synchronization or graphs; no inline assembly",
-        "- no comparison of a shape with a literal size (no special-casing the timed shapes)",
+        ("Static checks (on the source, before anything runs). They are an allow-list: anything not listed here is "
+         "rejected, and the reason says what is allowed:"),
+        *static.contract_rules(),
         "",
         ("Runtime checks (isolated worker): every shape x 5 seeds plus special inputs (zeros, half-zero, huge, "
          "subnormal, NaN/Inf); inputs unchanged; two identical calls bitwise equal; outputs of the right shape, dtype "

@@ -13,9 +13,10 @@ STREAM = 1 loads res/branch with ``.cg`` (L2 only, keeping gate/w/table rows in 
 Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming res/branch loads), STREAM.
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 EPS = 1e-5
 
@@ -102,8 +103,8 @@ def launch(res, gate, branch, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, 
     n_rows, n_cols = res.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
-    r = torch.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
-    h = torch.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
+    r = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
+    h = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
     grid = (triton.cdiv(n_rows, ROWS * SEQ),)
     _gate_residual_modulate_kernel[grid](
         res, gate, branch, w, shift, scale, idx, r, h, n_rows, n_cols, EPS,

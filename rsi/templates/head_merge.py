@@ -9,9 +9,10 @@ Config: BLOCK_P (head rows per program), num_warps, EVICT (policy of the streami
 and heads per rank are compile-time constants, one kernel per layout, as Inductor specializes them).
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 
 @triton.jit
@@ -38,7 +39,7 @@ def _head_merge_kernel(x_ptr, out_ptr, n_slots, world, heads_per_rank, s_w, s_s,
 
 def launch(x, BLOCK_P=32, num_warps=4, EVICT="", CONST=0):
     world, n_rows, heads_per_rank, head_dim = x.shape
-    out = torch.empty((n_rows, world * heads_per_rank * head_dim), dtype=x.dtype, device=x.device)
+    out = K.empty((n_rows, world * heads_per_rank * head_dim), dtype=x.dtype, device=x.device)
     n_slots = n_rows * world * heads_per_rank
     grid = (triton.cdiv(n_slots, BLOCK_P),)
     _head_merge_kernel[grid](x, out, n_slots, world, heads_per_rank, x.stride(0), x.stride(1), x.stride(2),

@@ -9,9 +9,10 @@ once, writes out once (10*R*F bytes instead of 16*R*F for add + swiglu). Each pr
 Config: BLOCK_F (columns per program), ROWS (rows per program), num_warps, EVICT ("" or "evict_first").
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 
 @triton.jit
@@ -36,7 +37,7 @@ def _lora_swiglu_kernel(base_ptr, lora_ptr, out_ptr, n_rows, n_cols, stride_br, 
 def launch(base, lora, BLOCK_F=8192, ROWS=1, num_warps=16, EVICT=""):
     n_rows = base.shape[0]
     n_cols = base.shape[1] // 2
-    out = torch.empty((n_rows, n_cols), dtype=base.dtype, device=base.device)
+    out = K.empty((n_rows, n_cols), dtype=base.dtype, device=base.device)
     grid = (triton.cdiv(n_rows, ROWS), triton.cdiv(n_cols, BLOCK_F))
     _lora_swiglu_kernel[grid](base, lora, out, n_rows, n_cols, base.stride(0), base.stride(1), lora.stride(0),
                               lora.stride(1), out.stride(0), BLOCK_F=BLOCK_F, ROWS=ROWS, EVICT=EVICT,

@@ -15,9 +15,10 @@ stores h with ``.cs`` (streaming).
 Config: BLOCK_H, BLOCK_T, ROWS, SEQ, num_warps, EVICT (policy of the streaming x load), STREAM.
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 EPS = 1e-5
 
@@ -86,7 +87,7 @@ def launch(x, w, shift, scale, idx, BLOCK_H=4096, BLOCK_T=2048, ROWS=1, SEQ=1, n
     n_rows, n_cols = x.shape
     if n_cols > BLOCK_H + BLOCK_T:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_H + BLOCK_T = {BLOCK_H + BLOCK_T}")
-    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(n_rows, ROWS * SEQ),)
     _modulate_kernel[grid](x, w, shift, scale, idx, out, n_rows, n_cols, EPS,
                            x.stride(0), x.stride(1), w.stride(0), shift.stride(0), shift.stride(1),

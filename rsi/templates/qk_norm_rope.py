@@ -13,9 +13,10 @@ row.
 Config: BLOCK_P (pairs per program), num_warps, EVICT (policy of the streaming q/k loads).
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 EPS = 1e-5
 HEAD_DIM = 128
@@ -71,8 +72,8 @@ def _qk_norm_rope_kernel(qkv_ptr, wq_ptr, wk_ptr, rope_ptr, q_out_ptr, k_out_ptr
 def launch(qkv, wq, wk, rope, BLOCK_P=16, num_warps=4, EVICT="evict_first"):
     n_rows = qkv.shape[0]
     n_heads = qkv.shape[1] // (3 * HEAD_DIM)
-    q_out = torch.empty((n_rows, n_heads, HEAD_DIM), dtype=qkv.dtype, device=qkv.device)
-    k_out = torch.empty((n_rows, n_heads, HEAD_DIM), dtype=qkv.dtype, device=qkv.device)
+    q_out = K.empty((n_rows, n_heads, HEAD_DIM), dtype=qkv.dtype, device=qkv.device)
+    k_out = K.empty((n_rows, n_heads, HEAD_DIM), dtype=qkv.dtype, device=qkv.device)
     n_pairs = n_rows * n_heads
     grid = (triton.cdiv(n_pairs, BLOCK_P),)
     _qk_norm_rope_kernel[grid](qkv, wq, wk, rope, q_out, k_out, n_pairs, n_heads,

@@ -9,9 +9,10 @@ are issued before the stores. Bytes: read and write 3*S*NH*D bf16 once.
 Config: BLOCK_P (slots per program), num_warps, EVICT (policy of the streaming loads).
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 
 @triton.jit
@@ -37,9 +38,10 @@ def _qkv_pack_kernel(q_ptr, k_ptr, v_ptr, out_ptr, n_slots, n_rows, heads_per_ra
 
 def launch(q, k, v, world, BLOCK_P=32, num_warps=4, EVICT=""):
     n_rows, n_heads, head_dim = q.shape
-    heads_per_rank = n_heads // world
-    out = torch.empty((world, n_rows, heads_per_rank, 3 * head_dim), dtype=q.dtype, device=q.device)
-    n_slots = world * n_rows * heads_per_rank
+    n_world = int(world)  # a plain-int input: the static check admits arithmetic on it only through int()
+    heads_per_rank = n_heads // n_world
+    out = K.empty((n_world, n_rows, heads_per_rank, 3 * head_dim), dtype=q.dtype, device=q.device)
+    n_slots = n_world * n_rows * heads_per_rank
     grid = (triton.cdiv(n_slots, BLOCK_P),)
     _qkv_pack_kernel[grid](q, k, v, out, n_slots, n_rows, heads_per_rank,
                            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),

@@ -10,9 +10,10 @@ Config:
   BLOCK_F   elements (FLAT) or columns (tile) per program; ROWS rows per tile; num_warps; EVICT eviction policy.
 """
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 
 @triton.jit
@@ -58,7 +59,7 @@ def _swiglu_flat_kernel(x_ptr, out_ptr, n_elem, stride_x, stride_out, N_COLS: tl
 def launch(x, BLOCK_F=1024, ROWS=1, num_warps=4, EVICT="", FLAT=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
-    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if FLAT:
         n_elem = n_rows * n_cols
         _swiglu_flat_kernel[(triton.cdiv(n_elem, BLOCK_F),)](

@@ -119,9 +119,10 @@ class LoopbackLLM:
 # ------------------------------------------------------------------------------------------ replies for the tests
 GOOD_KERNEL = '''"""SwiGLU: one row per program, columns tiled by BLOCK_F; silu rounded to bf16 before the product."""
 
-import torch
 import triton
 import triton.language as tl
+
+from rsi import kernel as K
 
 TUNABLE = (("BLOCK_F", (64, 128, 256)), ("num_warps", (2, 4)))
 
@@ -140,16 +141,17 @@ def _kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK_F: tl.constexpr)
 def launch(x, BLOCK_F=128, num_warps=4):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
-    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     grid = (n_rows, triton.cdiv(n_cols, BLOCK_F))
     _kernel[grid](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_F=BLOCK_F, num_warps=num_warps)
     return out
 '''
-# compiles nowhere: tl.expo does not exist (the interpreter reports it when the kernel first runs)
-BROKEN_KERNEL = GOOD_KERNEL.replace("tl.exp(-g)", "tl.expo(-g)").replace("BLOCK_F=128", "BLOCK_F=64")
+# passes the static allow-list but compiles nowhere: a block of BLOCK_F + 1 lanes is not a power of two (the
+# interpreter reports it when the kernel first runs)
+BROKEN_KERNEL = GOOD_KERNEL.replace("tl.arange(0, BLOCK_F)", "tl.arange(0, BLOCK_F + 1)").replace("BLOCK_F=128",
+                                                                                                  "BLOCK_F=64")
 # computes the op with torch on the host: the contract's static checks reject it before anything runs
-CHEAT_KERNEL = '''import torch
-import torch.nn.functional as F
+CHEAT_KERNEL = '''import torch.nn.functional as F
 
 
 def launch(x):

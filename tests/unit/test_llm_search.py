@@ -80,10 +80,10 @@ def test_correct_reply_is_accepted_by_the_harness(openai_run):
 def test_broken_reply_is_rejected_and_its_compile_error_fed_back(openai_run):
     root, summary, srv = openai_run
     e = _evals(root, summary["run_id"])
-    assert e[1]["stage"] == "compile" and "expo" in e[1]["reason"]
+    assert e[1]["stage"] == "compile" and "power of 2" in e[1]["reason"]
     third_prompt = srv.prompt_of(srv.completions()[-1])
     assert "reply 2 [BLOCK_F=64, num_warps=4]: rejected at stage `compile`" in third_prompt
-    assert "has no attribute 'expo'" in third_prompt and 'File "candidate.py"' in third_prompt
+    assert "arange's range must be a power of 2" in third_prompt and 'File "candidate.py"' in third_prompt
     assert "The code of reply 2 (rejected" in third_prompt
     assert "## Current best: reply 1" in third_prompt  # the accepted reply is the best so far
 
