@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,60 +25,39 @@ import torch
 from rsi import env as envmod
 from rsi.verified import VerifiedKernel, env_mismatch, locked_kernel, read_lock
 
-HEAD_DIM = 128
 
-# op -> torch schema of (inputs) -> outputs; argument names are the op group's input_names (rsi/refs)
-SCHEMAS: dict[str, str] = {
-    "swiglu": "(Tensor x) -> Tensor",
-    "modulate": "(Tensor x, Tensor w, Tensor shift, Tensor scale, Tensor idx) -> Tensor",
-    "gate_residual_modulate": "(Tensor res, Tensor gate, Tensor branch, Tensor w, Tensor shift, Tensor scale, "
-                              "Tensor idx) -> (Tensor, Tensor)",
-    "qk_norm_rope": "(Tensor qkv, Tensor wq, Tensor wk, Tensor rope) -> (Tensor, Tensor)",
-    "qkv_pack": "(Tensor q, Tensor k, Tensor v, int world) -> Tensor",
-    "head_merge": "(Tensor x) -> Tensor",
-    "lora_consumer": "(Tensor base, Tensor lora) -> Tensor",
-}
+class _ByOpGroup(Mapping):
+    """op -> one field of the op group (rsi/refs/<op>.py), read when asked: importing this module imports no
+    reference module (lora_consumer's imports Triton)."""
 
+    def __init__(self, field: str):
+        self._field = field
 
-def _fake_swiglu(x):
-    return x.new_empty((x.shape[0], x.shape[1] // 2))
+    def __getitem__(self, op: str) -> Any:
+        from rsi.refs import OP_MODULES, get_op_group
 
+        if op not in OP_MODULES:
+            raise KeyError(op)
+        value = getattr(get_op_group(op), self._field)
+        if not value:
+            raise KeyError(f"op group {op!r} declares no {self._field}")
+        return value
 
-def _fake_modulate(x, w, shift, scale, idx):
-    return x.new_empty(x.shape)
+    def __iter__(self) -> Iterator[str]:
+        from rsi.refs import OP_MODULES
 
+        return iter(OP_MODULES)
 
-def _fake_gate_residual_modulate(res, gate, branch, w, shift, scale, idx):
-    return res.new_empty(res.shape), res.new_empty(res.shape)
+    def __len__(self) -> int:
+        from rsi.refs import OP_MODULES
 
-
-def _fake_qk_norm_rope(qkv, wq, wk, rope):
-    shape = (qkv.shape[0], qkv.shape[1] // (3 * HEAD_DIM), HEAD_DIM)
-    return qkv.new_empty(shape), qkv.new_empty(shape)
+        return len(OP_MODULES)
 
 
-def _fake_qkv_pack(q, k, v, world):
-    return q.new_empty((world, q.shape[0], q.shape[1] // world, 3 * q.shape[2]))
-
-
-def _fake_lora_consumer(base, lora):
-    return base.new_empty((base.shape[0], base.shape[1] // 2))
-
-
-def _fake_head_merge(x):
-    return x.new_empty((x.shape[1], x.shape[0] * x.shape[2] * x.shape[3]))
-
-
-# op -> fake implementation: contiguous outputs with the reference's shapes and dtypes
-FAKES: dict[str, Callable[..., Any]] = {
-    "swiglu": _fake_swiglu,
-    "modulate": _fake_modulate,
-    "gate_residual_modulate": _fake_gate_residual_modulate,
-    "qk_norm_rope": _fake_qk_norm_rope,
-    "qkv_pack": _fake_qkv_pack,
-    "head_merge": _fake_head_merge,
-    "lora_consumer": _fake_lora_consumer,
-}
+# op -> torch schema of (inputs) -> outputs; argument names are the op group's input_names (OpGroup.schema)
+SCHEMAS: Mapping[str, str] = _ByOpGroup("schema")
+# op -> fake implementation: contiguous outputs with the reference's shapes and dtypes (OpGroup.fake)
+FAKES: Mapping[str, Callable[..., Any]] = _ByOpGroup("fake")
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,11 @@ TRITON_REFERENCES = frozenset({"lora_consumer"})   # references that are Triton 
 
 
 def op_dims(op: str, args: tuple) -> dict[str, int]:
-    """Shape dims of one call, with the dim names of the op group's Shape (rsi/refs)."""
-    a0 = args[0]
-    if op == "swiglu":                                  # x: [R, 2F]
-        return {"rows": a0.shape[0], "ffn": a0.shape[1] // 2}
-    if op == "modulate":                                # x: [R, H], shift: [T, H]
-        return {"rows": a0.shape[0], "hidden": a0.shape[1], "table": args[2].shape[0]}
-    if op == "gate_residual_modulate":                  # res: [R, H], gate: [T, H]
-        return {"rows": a0.shape[0], "hidden": a0.shape[1], "table": args[1].shape[0]}
-    if op == "qk_norm_rope":                            # qkv: [R, 3 * NH * 128]
-        return {"rows": a0.shape[0], "heads": a0.shape[1] // (3 * HEAD_DIM)}
-    if op == "lora_consumer":                           # base, lora: [R, 2F]
-        return {"rows": a0.shape[0], "ffn": a0.shape[1] // 2}
-    raise KeyError(f"the runtime has no dims rule for op {op!r}")
+    """Shape dims of one call, with the dim names of the op group's Shape (the op group's ``dims_of``, rsi/refs)."""
+    dims_of = refs.get_op_group(op).dims_of
+    if dims_of is None:
+        raise KeyError(f"the runtime has no dims rule for op {op!r}")
+    return dims_of(args)
 
 
 @dataclass

@@ -109,9 +109,124 @@ def error_stats(x: torch.Tensor, oracle: torch.Tensor, mask: torch.Tensor) -> di
     return {"max_abs": float(diff.abs().max()), "rel_l2": rel, "cosine": cos}
 
 
+# Elements per slice of the chunked scan in ``compare``: the fp64 temporaries of one slice stay small even for the
+# huge-shape trials (> 2**31 elements), where whole-tensor fp64 copies would not fit next to the oracle.
+SCAN_CHUNK = 1 << 24
+BF16_MIN_NORMAL = 2.0 ** -126
+BF16_SUBNORMAL_ULP = 2.0 ** -133
+
+
+def ulp_bf16(m: torch.Tensor) -> torch.Tensor:
+    """bf16 spacing at magnitude |m| (fp64): ``2**(floor(log2 |m|) - 7)`` for normal |m|, the subnormal spacing
+    ``2**-133`` below bf16's smallest normal (and at 0); +inf where m is not finite."""
+    m = m.double().abs()
+    _, e = torch.frexp(m)                       # m = f * 2**e with f in [0.5, 1): floor(log2 m) = e - 1
+    u = torch.ldexp(torch.ones_like(m), (e - 8).to(torch.int32))
+    u = torch.where(m >= BF16_MIN_NORMAL, u, torch.full_like(m, BF16_SUBNORMAL_ULP))
+    return torch.where(torch.isfinite(m), u, torch.full_like(m, math.inf))
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1)
+
+
+class _Scan:
+    """Running sums of one chunked pass over (x, oracle): what ``error_stats`` computes in one go."""
+
+    def __init__(self) -> None:
+        self.dd = self.oo = self.xx = self.xo = 0.0
+        self.max_abs = 0.0
+        self.n = 0
+
+    def add(self, xd: torch.Tensor, od: torch.Tensor) -> None:
+        if xd.numel() == 0:
+            return
+        diff = xd - od
+        self.dd += float((diff * diff).sum())
+        self.oo += float((od * od).sum())
+        self.xx += float((xd * xd).sum())
+        self.xo += float((xd * od).sum())
+        self.max_abs = max(self.max_abs, float(diff.abs().max()))
+        self.n += xd.numel()
+
+    def stats(self) -> dict[str, float]:
+        if self.n == 0:
+            return {"max_abs": 0.0, "rel_l2": 0.0, "cosine": 1.0}
+        on, xn, dn = math.sqrt(self.oo), math.sqrt(self.xx), math.sqrt(self.dd)
+        rel = dn / on if on > 0 else (0.0 if dn == 0 else math.inf)
+        if on == 0 and xn == 0:
+            cos = 1.0
+        elif on == 0 or xn == 0:
+            cos = 0.0
+        else:
+            cos = self.xo / (xn * on)
+        return {"max_abs": self.max_abs, "rel_l2": rel, "cosine": cos}
+
+
+def _scan(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, term: torch.Tensor | None,
+          k: float, c: float) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    """One chunked pass: aggregate stats of out and of ref against the oracle on the finite entries, and the
+    per-element bound ``|out - oracle| <= k |ref - oracle| + c ulp_bf16(term)`` (term: |oracle| when None)."""
+    fo, fr, fq = _flat(out), _flat(ref), _flat(oracle)
+    ft = _flat(term) if term is not None else None
+    cand, own = _Scan(), _Scan()
+    over, worst_ratio, worst_at = 0, 0.0, -1
+    for s in range(0, fo.numel(), SCAN_CHUNK):
+        o, r, q = fo[s:s + SCAN_CHUNK].double(), fr[s:s + SCAN_CHUNK].double(), fq[s:s + SCAN_CHUNK].double()
+        fin = torch.isfinite(r) & torch.isfinite(q)
+        if not bool(fin.all()):
+            o, r, q = o[fin], r[fin], q[fin]
+        cand.add(o, q)
+        own.add(r, q)
+        if o.numel() == 0:
+            continue
+        t = q.abs() if ft is None else ft[s:s + SCAN_CHUNK].double().abs()
+        if ft is not None and t.numel() != o.numel():
+            t = t[fin]
+        t = torch.where(torch.isfinite(t), t, q.abs())   # a non-finite term (oracle finite): judge on |oracle|
+        bound = k * (r - q).abs() + c * ulp_bf16(t)
+        ratio = (o - q).abs() / bound                     # bound >= c * 2**-133 > 0
+        over += int((ratio > 1).sum())
+        m = float(ratio.max())
+        if m > worst_ratio or worst_at < 0:
+            j = int(ratio.argmax())
+            worst_ratio = m
+            worst_at = s + (int(fin.nonzero()[j]) if o.numel() != fin.numel() else j)
+    elem: dict[str, Any] = {"over": over, "worst_ratio": worst_ratio, "worst_at": worst_at}
+    return cand.stats(), own.stats(), elem
+
+
+def _element_report(out, ref, oracle, term, flat_index: int, k: float, c: float) -> str:
+    idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), tuple(out.shape)))
+    o, r, q = float(_flat(out)[flat_index]), float(_flat(ref)[flat_index]), float(_flat(oracle)[flat_index])
+    t = abs(q) if term is None else abs(float(_flat(term)[flat_index]))
+    if not math.isfinite(t):
+        t = abs(q)
+    bound = k * abs(r - q) + c * float(ulp_bf16(torch.tensor(t, dtype=torch.float64)))
+    return (f"worst at index {idx}: out={o:.6g} ref={r:.6g} oracle={q:.6g} |err|={abs(o - q):.3g} > "
+            f"{bound:.3g} = {k:g}*|ref err| + {c:g} ulp_bf16({t:.3g})")
+
+
+def term_scales(op: Any, inputs: tuple, n_outputs: int) -> tuple:
+    """The op group's per-output term scales for these inputs (``OpGroup.term_scale``), or None per output where
+    the op group declares none or its class is not Tolerance: pass element i as ``compare(..., term_scale=)``."""
+    if isinstance(op.tolerance, Tolerance) and op.term_scale is not None:
+        scales = as_tuple(op.term_scale(*inputs))
+        if len(scales) != n_outputs:
+            raise ValueError(f"{op.name}: term_scale gives {len(scales)} tensors for {n_outputs} outputs")
+        return scales
+    return (None,) * n_outputs
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
-            tol: ToleranceClass) -> tuple[bool, dict[str, float], str]:
-    """Judge one output tensor against the reference (and fp64 oracle) under the tolerance class."""
+            tol: ToleranceClass, term_scale: torch.Tensor | None = None) -> tuple[bool, dict[str, float], str]:
+    """Judge one output tensor against the reference (and fp64 oracle) under the tolerance class.
+
+    ``term_scale``: for the tolerance class, the op group's per-element term scale of this output
+    (``term_scales(op, inputs, n)[i]``, same shape as the output); None means ``|oracle|``, which is right only for
+    outputs whose last operation cannot cancel (a product): modulate's ``n (1 + scale) + shift`` judged on
+    ``|oracle|`` rejects honest fused kernels where the terms cancel.
+    """
     if isinstance(tol, Bitwise):
         ok = bitwise_equal(out, ref)
         stats = {"bitwise": float(ok)}
@@ -126,9 +241,11 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
     bad = _nonfinite_match(out, ref)
     if bad:
         return False, {}, bad
-    finite = torch.isfinite(ref) & torch.isfinite(oracle)
-    cand = error_stats(out, oracle, finite)
-    own = error_stats(ref, oracle, finite)
+    if term_scale is not None and tuple(term_scale.shape) != tuple(out.shape):
+        raise ValueError(f"term scale shape {tuple(term_scale.shape)} != output shape {tuple(out.shape)}")
+    k = tol.elem_factor if isinstance(tol, Tolerance) else 1.0
+    c = tol.elem_ulps if isinstance(tol, Tolerance) else 0.0
+    cand, own, elem = _scan(out, ref, oracle, term_scale, k, c)
     stats = {"max_abs": cand["max_abs"], "rel_l2": cand["rel_l2"], "cosine": cand["cosine"],
              "ref_max_abs": own["max_abs"], "ref_rel_l2": own["rel_l2"]}
     if isinstance(tol, Tolerance):
@@ -136,13 +253,20 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
         rel_bound = max(tol.rtol, tol.factor * own["rel_l2"])
         # where even the bf16 reference loses direction (e.g. products that underflow), the floor follows it
         cos_bound = 1.0 - max(1.0 - tol.cosine_floor, tol.factor * (1.0 - own["cosine"]))
-        stats.update(max_abs_bound=max_abs_bound, rel_l2_bound=rel_bound, cosine_bound=cos_bound, ref_cosine=own["cosine"])
+        stats.update(max_abs_bound=max_abs_bound, rel_l2_bound=rel_bound, cosine_bound=cos_bound, ref_cosine=own["cosine"],
+                     elem_over=float(elem["over"]), elem_worst_ratio=elem["worst_ratio"],
+                     elem_factor=tol.elem_factor, elem_ulps=tol.elem_ulps,
+                     elem_term_scale=0.0 if term_scale is None else 1.0)
         if not cand["max_abs"] <= max_abs_bound:
             return False, stats, f"max-abs error {cand['max_abs']:.3g} > bound {max_abs_bound:.3g}"
         if not cand["rel_l2"] <= rel_bound:
             return False, stats, f"relative-L2 error {cand['rel_l2']:.3g} > bound {rel_bound:.3g}"
         if not cand["cosine"] >= cos_bound:
             return False, stats, f"cosine {cand['cosine']:.6f} < floor {cos_bound:.6f}"
+        if elem["over"] > 0:
+            return False, stats, (f"per-element error over the bound at {elem['over']} of {out.numel()} elements "
+                                  f"(worst ratio {elem['worst_ratio']:.3g}); "
+                                  + _element_report(out, ref, oracle, term_scale, elem["worst_at"], k, c))
         return True, stats, ""
     if isinstance(tol, Approximate):
         rmse = cand["rel_l2"]

@@ -16,22 +16,30 @@ therefore runs on CUDA or under TRITON_INTERPRET=1 only.
 
 Class ``bitwise``: a fused kernel must round the sum to bf16 before silu and the product, exactly like the unfused
 path. Bytes (compulsory): read base and lora (2 * R*2F bf16), write R*F bf16 -> 10*R*F.
+Layouts (same values): 0 contiguous base and lora (two GEMM outputs); 1 padded row strides (2F + 24, 2F + 40)
+at 16-byte storage offsets; 2 odd row strides (2F + 3, 2F + 5) at odd offsets (unaligned pointers).
+Huge shape: rows 80,000 (base and lora: 2.29e9 elements each > 2**31, 4.6 GB each); bitwise against the
+reference (whose consumer kernel indexes rows in int64); 18 GB peak on the H200.
 """
 
 from __future__ import annotations
+
+import random
 
 import torch
 import triton
 import triton.language as tl
 
 from rsi.contract import Bitwise, OpGroup, Shape
-from rsi.refs.common import ALL_SPECIALS, BF16, randn
+from rsi.refs import swiglu as S
+from rsi.refs.common import ALL_SPECIALS, BF16, padded_rows, randn
 
 OP = "lora_consumer"
 FFN = 14336
 CONSUMER = "rsi/templates/swiglu.py tile kernel (FLAT=0) at its heuristic config"
 CONSUMER_CONFIG = {"BLOCK_F": 2048, "ROWS": 1, "num_warps": 8, "EVICT": ""}
 LORA_SCALE = 0.05  # LoRA branch output relative to the base branch (a trained adapter's update is small)
+SCHEMA = "(Tensor base, Tensor lora) -> Tensor"
 
 
 # ---- copy of rsi/templates/swiglu.py's tile kernel at 0dffabf (the unfused consumer) --------------------------
@@ -71,15 +79,37 @@ def reference(base: torch.Tensor, lora: torch.Tensor) -> torch.Tensor:
     return swiglu_consumer(torch.add(base, lora).contiguous())
 
 
-def make_inputs(shape: Shape, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(shape: Shape, seed: int, device, layout: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     rows, ffn = shape.dims["rows"], shape.dims["ffn"]
     base = randn((rows, 2 * ffn), seed, device, BF16, scale=2.0)
     lora = randn((rows, 2 * ffn), seed + 1, device, BF16, scale=2.0 * LORA_SCALE)
+    if layout == 1:
+        return padded_rows(base, 24, 8), padded_rows(lora, 40, 16)
+    if layout == 2:
+        return padded_rows(base, 3, 1), padded_rows(lora, 5, 3)
     return base, lora
+
+
+def dims_of(args: tuple) -> dict[str, int]:
+    """base: [R, 2F] -> rows, ffn."""
+    return {"rows": args[0].shape[0], "ffn": args[0].shape[1] // 2}
+
+
+def fake(base, lora):
+    return base.new_empty((base.shape[0], base.shape[1] // 2))
 
 
 def bytes_moved(shape: Shape) -> int:
     return 10 * shape.dims["rows"] * shape.dims["ffn"]
+
+
+def flops(shape: Shape) -> int:
+    """The add (one per [R, 2F] element) then swiglu's 5 per output element: 7 per output element."""
+    return 7 * shape.dims["rows"] * shape.dims["ffn"]
+
+
+def sample_shapes(rng: random.Random, backend: str, n: int) -> list[Shape]:
+    return S.sample_shapes(rng, backend, n)  # fc1's [gate | up] output, as swiglu
 
 
 def _shape(name: str, rows: int, ffn: int = FFN) -> Shape:
@@ -97,7 +127,14 @@ OP_GROUP = OpGroup(
     interp_shapes=(_shape("tiny", 3, 96), _shape("odd", 17, 200), _shape("pow2", 8, 256)),
     special_cases=ALL_SPECIALS,
     bytes_moved=bytes_moved,
+    flops=flops,
     input_names=("base", "lora"),
     template="lora_consumer",
     notes="fc1 base + LoRA branch outputs, sum rounded to bf16, then SwiGLU; bitwise vs add + swiglu template",
+    n_layouts=3,
+    sample_shapes=sample_shapes,
+    huge_shapes=(_shape("huge", 80000),),
+    dims_of=dims_of,
+    fake=fake,
+    schema=SCHEMA,
 )

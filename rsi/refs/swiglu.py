@@ -6,19 +6,28 @@ fp32 and rounded again (H3_SPEC.md section 5, "SwiGLU"). F = 14336 in H3.
 
 Bytes (compulsory): read rows*2F bf16, write rows*F bf16 -> 6*rows*F.
 Tolerance: the fused kernel may evaluate exp/sigmoid differently from torch, so the class is ``tolerance``
-(bounds below), never lower precision than bf16 rounding of silu and of the product.
+(bounds below), never lower precision than bf16 rounding of silu and of the product. The last operation is the
+product silu(g) * u, which cannot cancel: its term scale is |oracle| itself (``term_scale`` None).
+Layouts: 0 contiguous x (fc1's output); 1 a padded row stride (2F + 24) at a 16-byte storage offset (a GEMM
+output with a padded leading dimension); 2 an odd row stride (2F + 3) at an odd offset (unaligned pointer).
+Huge shape: rows 80,000 (x: 2.29e9 elements > 2**31, 4.6 GB); the fp64 oracle of the output (1.15e9 elements,
+9.2 GB) is computed with in-place fp64 temporaries: inputs, reference, oracle and two candidate outputs peaked at
+25 GB on the H200, so the huge trial is judged against the full fp64 oracle like any other.
 """
 
 from __future__ import annotations
+
+import random
 
 import torch
 import torch.nn.functional as F
 
 from rsi.contract import OpGroup, Shape, Tolerance
-from rsi.refs.common import ALL_SPECIALS, BF16, randn
+from rsi.refs.common import ALL_SPECIALS, BF16, draw_rows, drawn, padded_rows, randn
 
 OP = "swiglu"
 FFN = 14336
+SCHEMA = "(Tensor x) -> Tensor"
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -28,14 +37,33 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def oracle(x: torch.Tensor) -> torch.Tensor:
-    """The same formula in fp64 with no intermediate rounding."""
-    gate, up = x.double().chunk(2, dim=-1)
-    return gate * torch.sigmoid(gate) * up
+    """The same formula in fp64 with no intermediate rounding (gate * sigmoid(gate) * up)."""
+    gate, up = x.chunk(2, dim=-1)
+    g = gate.double()
+    out = torch.sigmoid(g)
+    out.mul_(g)
+    del g
+    return out.mul_(up.double())
 
 
-def make_inputs(shape: Shape, seed: int, device) -> tuple[torch.Tensor]:
+def make_inputs(shape: Shape, seed: int, device, layout: int = 0) -> tuple[torch.Tensor]:
     rows, ffn = shape.dims["rows"], shape.dims["ffn"]
-    return (randn((rows, 2 * ffn), seed, device, BF16, scale=2.0),)
+    x = randn((rows, 2 * ffn), seed, device, BF16, scale=2.0)
+    if layout == 1:
+        x = padded_rows(x, 24, 8)
+    elif layout == 2:
+        x = padded_rows(x, 3, 1)
+    return (x,)
+
+
+def dims_of(args: tuple) -> dict[str, int]:
+    """x: [R, 2F] -> rows, ffn."""
+    x = args[0]
+    return {"rows": x.shape[0], "ffn": x.shape[1] // 2}
+
+
+def fake(x):
+    return x.new_empty((x.shape[0], x.shape[1] // 2))
 
 
 def bytes_moved(shape: Shape) -> int:
@@ -43,7 +71,18 @@ def bytes_moved(shape: Shape) -> int:
 
 
 def flops(shape: Shape) -> int:
-    return 0  # elementwise: the physics gate is bandwidth only
+    """silu(g) * u per output element: exp, add, div, mul (silu), mul (by up) = 5."""
+    return 5 * shape.dims["rows"] * shape.dims["ffn"]
+
+
+def sample_dims(rng: random.Random, backend: str) -> dict[str, int]:
+    """Any rows and any F admit (the row is split in half); on a GPU F is H3's 14336."""
+    ffn = rng.randint(1, 300) if backend == "interpret" else FFN
+    return {"rows": draw_rows(rng, backend), "ffn": ffn}
+
+
+def sample_shapes(rng: random.Random, backend: str, n: int) -> list[Shape]:
+    return drawn(rng, backend, n, sample_dims)
 
 
 def liger(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -71,7 +110,8 @@ OP_GROUP = OpGroup(
     oracle=oracle,
     make_inputs=make_inputs,
     # bf16 rounding of silu and of the product: the reference's own error is ~2^-9 relative; a kernel may be at
-    # most 2x that (or under the small floors). fp8-like or truncated math fails by orders of magnitude.
+    # most 2x that (or under the small floors), and per element 2x the reference's error + 4 ulps of |out|.
+    # fp8-like or truncated math fails by orders of magnitude.
     tolerance=Tolerance(atol=1e-6, rtol=1e-4, factor=2.0, cosine_floor=0.9999),
     shapes=(
         _shape("stage1", 10250),    # 672x384 Stage-1 draft, one GPU (S = 10,250 rows incl. text + pad)
@@ -88,5 +128,12 @@ OP_GROUP = OpGroup(
     template="swiglu",
     liger=liger,
     liger_prepare=liger_prepare,
-    notes="fc1 output split [gate | up]; H3 FFN 14336",
+    notes="fc1 output split [gate | up]; H3 FFN 14336; layouts: contiguous, padded row stride, unaligned",
+    term_scale=None,  # the last operation is a product: |silu(g) * u| = |oracle|
+    n_layouts=3,
+    sample_shapes=sample_shapes,
+    huge_shapes=(_shape("huge", 80000),),
+    dims_of=dims_of,
+    fake=fake,
+    schema=SCHEMA,
 )

@@ -1,0 +1,282 @@
+"""The per-element bound of the Tolerance class (rsi.harness.check.compare).
+
+Aggregates alone (max-abs, rel-L2, cosine) let a kernel flush small outputs to zero or compute a third of the
+entries at fp8 precision. Every finite element must also satisfy
+``|out - oracle| <= elem_factor * |ref - oracle| + elem_ulps * ulp_bf16(term scale)``. Here: both cheats fail for
+every tolerance-class op group, while honest fused computations (fp32 from the bf16 inputs, rounded once, with and
+without the model's own intermediate roundings, with another reduction order) and the bf16 reference itself pass,
+at the interpreter shapes and at real hidden sizes, for several seeds. lora_consumer, qkv_pack and head_merge are
+bitwise (no tolerance) and are not concerned.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rsi.contract import Shape, Tolerance
+from rsi.harness import check
+from rsi.refs import get_op_group, op_names
+from rsi.refs import qk_norm_rope as QK
+
+BF = torch.bfloat16
+EPS = 1e-5
+TOL_OPS = ("swiglu", "modulate", "gate_residual_modulate", "qk_norm_rope")
+LARGE = {  # real hidden sizes, 64 rows
+    "swiglu": Shape("cpu64", {"rows": 64, "ffn": 14336}),
+    "modulate": Shape("cpu64", {"rows": 64, "hidden": 5376, "table": 6}),
+    "gate_residual_modulate": Shape("cpu64", {"rows": 64, "hidden": 5376, "table": 9}),
+    "qk_norm_rope": Shape("cpu64", {"rows": 64, "heads": 56}),
+}
+# another hidden size and table than LARGE (modulate's odd shape), several rows
+MEDIUM = {
+    "swiglu": Shape("cpu33", {"rows": 33, "ffn": 1000}),
+    "modulate": Shape("cpu33", {"rows": 33, "hidden": 1000, "table": 9}),
+    "gate_residual_modulate": Shape("cpu33", {"rows": 33, "hidden": 1000, "table": 6}),
+    "qk_norm_rope": Shape("cpu33", {"rows": 33, "heads": 7}),
+}
+
+
+def test_tolerance_ops_are_the_ones_tested():
+    tol = {n for n in op_names() if isinstance(get_op_group(n).tolerance, Tolerance)}
+    assert tol == set(TOL_OPS)
+
+
+# ------------------------------------------------------------------------------------------- honest fused kernels
+def _rstd(xf: torch.Tensor, order: str) -> torch.Tensor:
+    """fp32 mean of squares in torch's order, or blockwise (64 columns) summed in reverse (a kernel's order)."""
+    if order == "torch":
+        ss = xf.pow(2).mean(-1, keepdim=True)
+    else:
+        H = xf.shape[-1]
+        xp = torch.nn.functional.pad(xf, (0, (-H) % 64))
+        blocks = (xp * xp).view(*xp.shape[:-1], -1, 64).sum(-1)
+        ss = blocks.flip(-1).cumsum(-1)[..., -1:] / H
+    return torch.rsqrt(ss + EPS)
+
+
+def _norm(xf, w, round_n: bool, order: str):
+    n = xf * _rstd(xf, order) * w.float()
+    return n.to(BF).float() if round_n else n
+
+
+def _swiglu(x, round_silu=False, **_):
+    g, u = x.float().chunk(2, dim=-1)
+    s = g / (1 + torch.exp(-g))
+    if round_silu:
+        s = s.to(BF).float()
+    return (s * u).to(BF),
+
+
+def _affine(n, shift, scale, idx):
+    return (n * (1 + scale.float()[idx]) + shift.float()[idx]).to(BF)
+
+
+def _modulate(x, w, shift, scale, idx, round_n=True, order="torch"):
+    return _affine(_norm(x.float(), w, round_n, order), shift, scale, idx),
+
+
+def _grm(res, gate, branch, w, shift, scale, idx, round_n=True, order="torch", r_mode="single"):
+    g = gate.float()[idx]
+    if r_mode == "eager":      # the model's order: product rounded, then the add (the template)
+        r32 = res.float() + (g * branch.float()).to(BF).float()
+    else:                      # one fp32 expression, one rounding
+        r32 = res.float() + g * branch.float()
+    r = r32.to(BF)
+    hin = r32 if r_mode == "fp32" else r.float()  # fp32: the norm reads the unrounded sum
+    return r, _affine(_norm(hin, w, round_n, order), shift, scale, idx)
+
+
+def _qk(qkv, wq, wk, rope, round_n=True, order="torch"):
+    q, k = QK.split_qk(qkv, qkv.shape[1] // (3 * QK.HEAD_DIM))
+    cos, sin = rope[:, None, :48].float(), rope[:, None, 48:].float()
+    outs = []
+    for x, w in ((q, wq), (k, wk)):
+        n = _norm(x.float(), w, round_n, order)
+        a, b, rest = n[..., :48], n[..., 48:96], n[..., 96:]
+        outs.append(torch.cat([a * cos - b * sin, b * cos + a * sin, rest], -1).to(BF))
+    return tuple(outs)
+
+
+HONEST = {
+    "swiglu": [("fused", _swiglu, {}), ("silu_rounded", _swiglu, {"round_silu": True})],
+    "modulate": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _modulate, {"round_n": rn, "order": o})
+                 for rn in (True, False) for o in ("torch", "blocks")],
+    "gate_residual_modulate": [(f"r_{m}_n_{'bf16' if rn else 'fp32'}", _grm, {"r_mode": m, "round_n": rn,
+                                                                            "order": "blocks"})
+                               for m in ("eager", "single", "fp32") for rn in (True, False)],
+    "qk_norm_rope": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _qk, {"round_n": rn, "order": o})
+                     for rn in (True, False) for o in ("torch", "blocks")],
+}
+
+
+def _expected(op: str, inputs: tuple) -> tuple[tuple, tuple, tuple]:
+    """(bf16 references, fp64 oracles, term scales) of one input set."""
+    g = get_op_group(op)
+    refs = check.as_tuple(g.reference(*inputs))
+    orcs = check.as_tuple(g.oracle(*inputs))
+    return refs, orcs, check.term_scales(g, inputs, len(refs))
+
+
+def _judge(op: str, inputs: tuple, outs: tuple, expected=None) -> list[tuple[bool, dict, str]]:
+    refs, orcs, terms = expected or _expected(op, inputs)
+    tol = get_op_group(op).tolerance
+    return [check.compare(o, r, q, tol, t) for o, r, q, t in zip(outs, refs, orcs, terms)]
+
+
+def _shapes(op: str) -> list[Shape]:
+    return list(get_op_group(op).interp_shapes) + [MEDIUM[op], LARGE[op]]
+
+
+@pytest.mark.parametrize("op", TOL_OPS)
+def test_honest_fused_passes(op):
+    """Every honest variant passes on every shape and seed; the worst per-element ratio keeps a margin (< 0.7:
+    the worst honest chain measured is 2 ulps of the term scale against an allowance of 4)."""
+    worst = 0.0
+    for shape in _shapes(op):
+        for seed in range(3):
+            inputs = get_op_group(op).make_inputs(shape, seed, "cpu")
+            expected = _expected(op, inputs)
+            for name, fn, kw in HONEST[op]:
+                for i, (ok, stats, why) in enumerate(_judge(op, inputs, fn(*inputs, **kw), expected)):
+                    assert ok, f"{op} {name} output {i} {shape.key()} seed {seed}: {why}"
+                    worst = max(worst, stats["elem_worst_ratio"])
+    assert worst < 0.7, worst
+
+
+@pytest.mark.parametrize("op", TOL_OPS)
+def test_honest_fused_passes_special_values(op):
+    """The special cases (every float input, in place) keep honest fused kernels within the bounds."""
+    g = get_op_group(op)
+    for shape in (g.interp_shapes[-1], MEDIUM[op]):
+        for sc in g.special_cases:
+            inputs = sc.apply(g.make_inputs(shape, 0, "cpu"), tuple(g.special_inputs))
+            name, fn, kw = HONEST[op][0]
+            for i, (ok, _stats, why) in enumerate(_judge(op, inputs, fn(*inputs, **kw))):
+                assert ok, f"{op} {name} output {i} {shape.key()} {sc.name}: {why}"
+
+
+@pytest.mark.parametrize("op", TOL_OPS)
+def test_reference_passes_itself(op):
+    g = get_op_group(op)
+    for shape in _shapes(op):
+        for seed in range(2):
+            inputs = g.make_inputs(shape, seed, "cpu")
+            refs = check.as_tuple(g.reference(*inputs))
+            for i, (ok, stats, why) in enumerate(_judge(op, inputs, refs)):
+                assert ok, f"{op} output {i} {shape.key()}: {why}"
+                assert stats["elem_over"] == 0 and stats["elem_worst_ratio"] <= 0.5
+
+
+# ------------------------------------------------------------------------------------------------------- cheats
+def _flush(t: torch.Tensor, threshold: float) -> torch.Tensor:
+    return torch.where(t.abs() < threshold, torch.zeros_like(t), t)
+
+
+def _round_mantissa(t: torch.Tensor, bits: int, every: int = 3) -> torch.Tensor:
+    """Every ``every``-th entry rounded to ``bits`` explicit mantissa bits (e4m3-like for bits=3), the rest as is."""
+    f = t.float()
+    m, e = torch.frexp(f)                       # f = m * 2**e, |m| in [0.5, 1): 1 + bits significant bits
+    low = torch.ldexp(torch.round(m * 2 ** (bits + 1)) / 2 ** (bits + 1), e).to(t.dtype)
+    mask = (torch.arange(t.numel()) % every == 0).view(t.shape)
+    return torch.where(mask, low, t)
+
+
+def _cheat_results(op: str, shape: Shape, seed: int, cheat) -> list[tuple[bool, dict, str]]:
+    g = get_op_group(op)
+    inputs = g.make_inputs(shape, seed, "cpu")
+    refs = check.as_tuple(g.reference(*inputs))
+    return _judge(op, inputs, tuple(cheat(r) for r in refs))
+
+
+@pytest.mark.parametrize("threshold", [1e-2, 2.0 ** -10])
+@pytest.mark.parametrize("op", TOL_OPS)
+def test_zero_flush_fails(op, threshold):
+    """Outputs with |x| < threshold flushed to zero: the aggregates let it through, the per-element bound does
+    not. For gate_residual_modulate the flushed residual r mostly comes from cancellation of res and
+    gate*branch (|r| below 4 ulps of the terms: within what an honest kernel may do), so h catches it."""
+    for seed in range(2):
+        results = _cheat_results(op, LARGE[op], seed, lambda r: _flush(r, threshold))
+        assert not all(ok for ok, _, _ in results), f"{op} flush {threshold} seed {seed} accepted"
+        failed = [(s, why) for ok, s, why in results if not ok]
+        for stats, why in failed:
+            assert "per-element" in why, why   # the aggregates alone passed this cheat
+            assert stats["elem_over"] >= 1 and stats["elem_worst_ratio"] > 1
+            assert "worst at index" in why and "oracle=" in why and "ref=" in why
+
+
+@pytest.mark.parametrize("op", TOL_OPS)
+def test_third_at_fp8_mantissa_fails(op):
+    """A third of the entries rounded to a 3-bit mantissa (e4m3-like): rejected, at real and interpreter sizes;
+    every output of every op group catches it."""
+    for shape in (LARGE[op], get_op_group(op).interp_shapes[-1]):
+        for seed in range(2):
+            results = _cheat_results(op, shape, seed, lambda r: _round_mantissa(r, 3))
+            for i, (ok, stats, why) in enumerate(results):
+                assert not ok, f"{op} output {i} {shape.key()} seed {seed} accepted: {stats}"
+
+
+def _small_element(orc: torch.Tensor) -> tuple[int, ...]:
+    """Index of the element whose |oracle| is closest to 0.1 (an error there stays under the max-abs bound)."""
+    flat = int((orc.abs() - 0.1).abs().argmin())
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), orc.shape))
+
+
+def test_one_bad_element_is_named():
+    """A single element off by 16 ulps of its term scale in an otherwise exact output: invisible to the
+    aggregates, rejected per element; the reason names the count, the index and the values."""
+    g = get_op_group("modulate")
+    inputs = g.make_inputs(g.interp_shapes[1], 0, "cpu")
+    ref, orc, (term,) = g.reference(*inputs), g.oracle(*inputs), g.term_scale(*inputs)
+    at = _small_element(orc)
+    bad = ref.clone()
+    bad[at] = (ref[at].double() + 16 * check.ulp_bf16(term[at])).to(BF)
+    ok, stats, why = check.compare(bad, ref, orc, g.tolerance, term)
+    assert not ok and stats["elem_over"] == 1 and "at 1 of" in why and str(at) in why, why
+    assert stats["elem_factor"] == g.tolerance.elem_factor and stats["elem_ulps"] == g.tolerance.elem_ulps
+    assert stats["max_abs"] <= stats["max_abs_bound"]  # invisible to the aggregates
+
+
+def test_term_scale_admits_cancellation():
+    """h = n (1 + scale) + shift near 0 by cancellation: an honest fp32 affine differs from the eager bf16 chain
+    by many ulps of h but a few of the terms; |oracle| as the scale rejects it, the declared term scale does not."""
+    g = get_op_group("modulate")
+    inputs = g.make_inputs(LARGE["modulate"], 0, "cpu")
+    (out,) = _modulate(*inputs)
+    ref, orc, (term,) = g.reference(*inputs), g.oracle(*inputs), g.term_scale(*inputs)
+    assert check.compare(out, ref, orc, g.tolerance, term)[0]
+    ok, _, why = check.compare(out, ref, orc, g.tolerance, None)
+    assert not ok and "per-element" in why
+
+
+def test_ulp_bf16():
+    m = torch.tensor([1.0, 1.5, 2.0, 3.999, 0.75, 2.0 ** -126, 2.0 ** -127, 0.0, 1e-45, -6.0, math.inf],
+                     dtype=torch.float64)
+    u = check.ulp_bf16(m)
+    want = [2 ** -7, 2 ** -7, 2 ** -6, 2 ** -6, 2 ** -8, 2 ** -133, 2 ** -133, 2 ** -133, 2 ** -133, 2 ** -5,
+            math.inf]
+    assert u.tolist() == want
+    # the spacing of bf16 itself: next representable value above x is x + ulp for normal x
+    x = torch.tensor([1.0, 3.0, 0.1, 1e30], dtype=BF)
+    nxt = (x.view(torch.int16) + 1).view(BF)
+    assert torch.equal((nxt.double() - x.double()), check.ulp_bf16(x.double()))
+
+
+def test_chunked_scan_matches_one_pass(monkeypatch):
+    """The chunked pass (huge shapes) gives the same stats as one pass, and finds the same worst element."""
+    g = get_op_group("swiglu")
+    (x,) = g.make_inputs(g.interp_shapes[1], 0, "cpu")
+    ref, orc = g.reference(x), g.oracle(x)
+    at = _small_element(orc)
+    bad = ref.clone()
+    bad[at] = (ref[at].double() + 16 * check.ulp_bf16(orc[at])).to(BF)
+    one = check.compare(bad, ref, orc, g.tolerance)
+    monkeypatch.setattr(check, "SCAN_CHUNK", 97)
+    many = check.compare(bad, ref, orc, g.tolerance)
+    assert not one[0] and not many[0] and str(at) in many[2] and one[2] == many[2]
+    for k in ("elem_over", "elem_worst_ratio", "max_abs", "ref_max_abs"):
+        assert one[1][k] == many[1][k], k
+    for k in ("rel_l2", "cosine", "ref_rel_l2"):
+        assert math.isclose(one[1][k], many[1][k], rel_tol=1e-12), k
