@@ -217,10 +217,14 @@ def run(a: argparse.Namespace) -> int:
         print(f"error: unknown --op-group {unknown[0]!r}; known: {', '.join(op_names())}, all", file=sys.stderr)
         return 2
     if a.gpu is not None:
-        from rsi.targets import TargetError, get_target
+        import torch
+
+        from rsi.targets import TargetError, get_target, resolve_target
 
         try:
             get_target(a.gpu)
+            if torch.cuda.is_available():  # timing another target's lock on this GPU would mislabel every row
+                resolve_target(a.gpu, allow_proxy=False)
         except TargetError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -228,7 +232,11 @@ def run(a: argparse.Namespace) -> int:
         print(f"dry run: would time {', '.join(ops)} (eager, torch.compile, Liger, verified) with {a.reps} reps")
         return 0
     try:
-        results = run_bench(ops, root=getattr(a, "root", "."), target=a.gpu, out_json=a.out, reps=a.reps,
+        from rsi.verified import find_root
+
+        root, how = find_root(getattr(a, "root_explicit", None))
+        print(f"verified kernels from {root / 'verified_kernels'} ({how})")
+        results = run_bench(ops, root=str(root), target=a.gpu, out_json=a.out, reps=a.reps,
                             warmup=a.warmup, command=_command_line(a))
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
+import time
 import sys
 from pathlib import Path
 
@@ -31,7 +33,34 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
             raise UsageError(f"--budget {text!r}: use N (candidates), Nm (minutes) or N,Mm (both), e.g. --budget 20,30m")
     if cands is not None and cands < 1:
         raise UsageError("--budget needs at least 1 candidate")
+    if minutes is not None and minutes <= 0:
+        raise UsageError(f"--budget {text!r}: the time budget must be more than 0 minutes")
     return cands, minutes
+
+
+def seed_arg(text: str) -> int:
+    """argparse type for --seed: an integer in [0, 2**63) (usage error, exit 2, otherwise)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"{v} is outside [0, 2**63)")
+    return v
+
+
+def check_gpu(gpu: str | None, backend: str) -> None:
+    """An unknown --gpu is a usage error everywhere; on the GPU it must also be this machine's target."""
+    if gpu is None:
+        return
+    from rsi.targets import TargetError, get_target, resolve_target
+
+    try:
+        get_target(gpu)
+        if backend == "cuda":
+            resolve_target(gpu, allow_proxy=False)
+    except TargetError as e:
+        raise UsageError(str(e)) from None
 
 
 def _backend(requested: str) -> str:
@@ -69,6 +98,7 @@ def cmd_search(a: argparse.Namespace) -> int:
                              "it as a labelled proxy (`rsi env` lists targets)")
         target_name = target.name
     elif a.gpu:
+        check_gpu(a.gpu, backend)  # an unknown target is a usage error on every backend
         console.print(f"[yellow]note:[/] --backend interpret checks correctness only; --gpu {a.gpu} is not measured "
                       "and nothing is promoted")
     if a.dry_run:
@@ -80,6 +110,7 @@ def cmd_search(a: argparse.Namespace) -> int:
         opts = SearchOptions(op=op, backend=backend, target=target_name, proxy=proxy, proposer=a.proposer,
                              budget_candidates=cands or 20, budget_minutes=minutes or 60.0, seed=a.seed,
                              root=a.root, db=a.db, resume=a.resume, candidate_timeout_s=a.candidate_timeout,
+                             unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
                                             "transcript": a.transcript, "max_calls": a.max_calls,
@@ -103,7 +134,27 @@ def cmd_verify(a: argparse.Namespace) -> int:
     from rsi.verify import verify_all
 
     backend = _backend(a.backend)
-    results = verify_all(root=a.root, target=a.gpu, backend=backend, timeout_s=a.candidate_timeout)
+    check_gpu(a.gpu, backend)
+    if a.dry_run:
+        from rsi.verified import read_lock
+
+        lock = read_lock(a.root).get("targets", {})
+        for tgt, ops in lock.items():
+            if a.gpu and tgt != a.gpu:
+                continue
+            for op, entry in sorted(ops.items()):
+                console.print(f"would verify {tgt} {op}: {entry['kernel']} (backend {backend})")
+        return 0
+    t0 = time.perf_counter()
+    results = verify_all(root=a.root, target=a.gpu, backend=backend, timeout_s=a.candidate_timeout, reps=a.reps)
+    if a.out:
+        from rsi import env as envmod
+
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"command": "rsi " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+                                   "env": envmod.capture(), "wall_s": time.perf_counter() - t0,
+                                   "results": results}, indent=2, sort_keys=True, default=str) + "\n")
     t = Table(title="rsi verify")
     for c in ("target", "op", "kernel", "verdict", "reason"):
         t.add_column(c, overflow="fold")
@@ -149,7 +200,9 @@ def cmd_env(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rsi", description="Recursive kernel search for MiniMax-H3 under a fail-closed "
                                                         "contract.")
-    p.add_argument("--root", default=".", help="workspace root holding candidates/, verified_kernels/ (default: .)")
+    p.add_argument("--root", default=None, help="workspace root holding candidates/, verified_kernels/ (default: .; "
+                                                "run-pipeline and bench read the lock from --root, else $RSI_ROOT, "
+                                                "else ./verified_kernels, else the installed package's)")
     p.add_argument("--db", default=".rsi/rsi.db", help="SQLite database, relative to --root (default: .rsi/rsi.db)")
     sub = p.add_subparsers(dest="verb", required=True)
 
@@ -178,9 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--budget", default="20", help="N candidates, Nm minutes, or N,Mm (default 20)")
     s.add_argument("--resume", nargs="?", const="latest", default=None,
                    help="continue the latest unfinished run of this op group (or the run id given)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the proposer (default 0)")
+    s.add_argument("--seed", type=seed_arg, default=0, help="seed of the proposer (default 0)")
     s.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per candidate before it is "
                                                                            "killed and rejected (default 600)")
+    s.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="judge LLM/agent candidates even where the producer sandbox (bubblewrap) is unavailable; "
+                        "every verdict and record then says so")
     s.add_argument("--warmup", type=int, default=5, help="warm-up calls per implementation (default 5)")
     s.add_argument("--reps", type=int, default=40, help="timed repetitions per implementation (default 40)")
     s.add_argument("--summary-out", default=None, help="also write the closing summary as JSON here ({op} expands)")
@@ -193,7 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpret"],
                    help="interpret re-checks correctness on small shapes only")
     v.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per kernel (default 600)")
+    v.add_argument("--reps", type=int, default=30, help="timed repetitions per implementation (default 30)")
     v.add_argument("--dry-run", action="store_true", help="list what would be verified")
+    v.add_argument("--out", default=None, help="also write the results (with the judge's wall time per kernel) as "
+                                               "JSON here")
     v.set_defaults(fn=cmd_verify)
 
     w = sub.add_parser("show", help="runs, candidates and verdicts as tables")
@@ -220,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
+    a.root_explicit, a.root = a.root, a.root or "."
     try:
         return a.fn(a)
     except (UsageError, FileNotFoundError) as e:

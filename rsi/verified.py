@@ -29,6 +29,24 @@ def kernels_root(root: str | os.PathLike = ".") -> Path:
     return Path(root) / "verified_kernels"
 
 
+def installed_root() -> Path:
+    """The folder holding the installed package's ``verified_kernels/`` (the repo, for an editable install)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def find_root(explicit: str | os.PathLike | None = None) -> tuple[Path, str]:
+    """Where the lock is read from, and why: ``--root`` when given, else ``$RSI_ROOT``, else the current
+    directory when it holds ``verified_kernels/LOCK.json``, else the installed package's kernels."""
+    if explicit is not None:
+        return Path(explicit), "--root"
+    env = os.environ.get("RSI_ROOT")
+    if env:
+        return Path(env), "$RSI_ROOT"
+    if (kernels_root(".") / LOCK_NAME).exists():
+        return Path("."), "the current directory"
+    return installed_root(), "the installed rsi package"
+
+
 def read_lock(root: str | os.PathLike = ".") -> dict[str, Any]:
     path = kernels_root(root) / LOCK_NAME
     if not path.exists():
@@ -74,15 +92,19 @@ class VerifiedKernel:
     @property
     def candidate(self) -> Candidate:
         return Candidate(op=self.op, source=self.source, config=self.record["config"],
-                         parent=self.record["search"].get("parent"))
+                         parent=self.record["search"].get("parent"), origin="verified")
 
     def buckets(self) -> list[dict[str, Any]]:
         return self.record["shapes"]
 
     def load(self) -> Callable[..., Any]:
-        """Import kernel.py as its own module and bind the recorded config."""
-        name = f"rsi_verified_{self.op}_{self.record['candidate_hash'][:12]}"
-        if name not in sys.modules:
+        """Import kernel.py under the module name the judge's producer uses (``rsi.kernel.module_name``), so a
+        kernel cannot tell the runtime from its trials by its name, and bind the recorded config."""
+        from rsi.kernel import module_name
+
+        name = module_name(self.op)
+        mod = sys.modules.get(name)
+        if mod is None or getattr(mod, "__file__", None) != str(self.path / "kernel.py"):
             spec = importlib.util.spec_from_file_location(name, self.path / "kernel.py")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rsi import env as envmod
-from rsi.harness.sandbox import Sandbox
+from rsi.harness.judge import Judge, JudgeOptions
 from rsi.targets import detect_local
 from rsi.verified import env_mismatch, locked_kernel, read_lock
 
 
 def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda",
-               timeout_s: float = 600.0) -> list[dict]:
+               timeout_s: float = 600.0, reps: int = 30) -> list[dict]:
     lock = read_lock(root)
     if target is None:
         local = detect_local()
@@ -18,7 +18,8 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
         targets = [target]
     env = envmod.capture()
     results = []
-    with Sandbox(backend, timeout_s=timeout_s) as sb:
+    with Judge(JudgeOptions(backend=backend, timeout_s=timeout_s, timing={"warmup": 5, "reps": reps},
+                            target=targets[0] if len(targets) == 1 else None)) as judge:
         for tgt in targets:
             for op in sorted(lock.get("targets", {}).get(tgt, {})):
                 vk = locked_kernel(root, tgt, op)
@@ -28,9 +29,15 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
                     if hard:
                         results.append(row | {"status": "refused", "reason": "; ".join(hard)})
                         continue
-                job = {"candidate": {"op": op, "source": vk.source, "config": vk.record["config"],
-                                     "parent": vk.record["search"].get("parent")},
-                       "backend": backend, "timing": {"warmup": 5, "reps": 30}}
-                v = sb.evaluate(job, vk.record["candidate_hash"])
-                results.append(row | {"status": v["status"], "reason": f"[{v['stage']}] {v['reason']}"})
+                v = judge.evaluate(vk.candidate)
+                results.append(row | {"status": v["status"], "reason": f"[{v['stage']}] {v['reason']}",
+                                      "judge": v["details"].get("judge"),
+                                      "judge_wall_s": v["details"].get("judge_wall_s"),
+                                      "timing_wall_s": v["details"].get("timing_wall_s"),
+                                      "correctness_trials": v["details"].get("correctness", {}).get("trials"),
+                                      "timings": [{"bucket": r["bucket"], "p50_us": r["p50_us"],
+                                                   "pct_copy": r["pct_copy"],
+                                                   "vs": {k: [b["speedup"], *b["ci95"]]
+                                                          for k, b in r["baselines"].items()}}
+                                                  for r in v.get("timings", [])]})
     return results

@@ -15,7 +15,7 @@ from typing import Any
 
 from rsi import env as envmod
 from rsi.contract import Candidate
-from rsi.harness.sandbox import Sandbox
+from rsi.harness.judge import Judge, JudgeOptions
 from rsi.refs import get_op_group, reference_source_sha256
 from rsi.search import promote
 from rsi.search.display import SearchDisplay
@@ -43,6 +43,7 @@ class SearchOptions:
     db: str = ".rsi/rsi.db"
     resume: str | None = None    # run id, or "latest"
     candidate_timeout_s: float = 600.0
+    unsafe_no_sandbox: bool = False  # judge LLM candidates although bwrap is unavailable (records say so)
     timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
     proposer_args: dict[str, Any] = field(default_factory=dict)
     quiet: bool = False
@@ -90,7 +91,10 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     started = time.monotonic()
     promoted: list[dict[str, Any]] = []
     status = "finished"
-    sandbox = Sandbox(opts.backend, timeout_s=opts.candidate_timeout_s)
+    judge = Judge(JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s,
+                               unsafe_no_sandbox=opts.unsafe_no_sandbox, timing=dict(opts.timing),
+                               target=opts.target))
+    display.note(f"judge: producer sandbox {judge.describe()['sandbox']}; seeds {list(judge.seeds)} (fresh per run)")
     try:
         with display:
             while seq < opts.budget_candidates:
@@ -104,11 +108,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                 cand = proposal.candidate
                 store.save_candidate(cand)
                 display.start(seq, cand)
-                job = {"candidate": {"op": cand.op, "source": cand.source, "config": dict(cand.config),
-                                     "parent": cand.parent},
-                       "backend": opts.backend, "timing": dict(opts.timing),
-                       "best": (incumbent.candidate.to_json() | {"source": incumbent.source}) if incumbent else None}
-                verdict = sandbox.evaluate(job, cand.hash)
+                verdict = judge.evaluate(cand, incumbent.candidate if incumbent else None)
                 objective = objective_of(verdict, opts.backend)
                 store.record_evaluation(run_id, seq, verdict, objective)
                 proposer.feedback(proposal, verdict, objective)
@@ -125,7 +125,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
-        sandbox.close()
+        judge.close()
     summary = summarize(store, run_id, opts, promoted)
     if hasattr(proposer, "summary"):  # LLM proposers: spending, stop reason, which origin won
         summary["proposer"] = proposer.summary()

@@ -140,6 +140,8 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
         "reference": {"module": f"rsi.refs.{cand.op}:reference", "source_sha256": reference_sha},
         "tolerance": verdict["tolerance"],
         "correctness": verdict["details"].get("correctness", {}),
+        # how the judge ran: producer sandbox (or none, and whether --unsafe-no-sandbox), seeds, run seed
+        "judge": verdict["details"].get("judge", {}),
         "shapes": [{"shape": r["shape"], "dtype": "bfloat16", "bucket": r["bucket"]} for r in verdict["timings"]
                    if r["bucket"] in space.buckets],
         "env": env, "timings": timings,

@@ -38,7 +38,9 @@ def promote(root, op="swiglu", rows=64, ffn=512, cc="9.0", source=KERNEL_SRC):
 
 
 def module_calls(cand):
-    return sys.modules[f"rsi_verified_swiglu_{cand.hash[:12]}"].CALLS
+    from rsi.kernel import module_name
+
+    return sys.modules[module_name("swiglu")].CALLS
 
 
 def test_op_dims_names():

@@ -4,16 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from rsi.harness.evaluate import evaluate
+from rsi.contract import Candidate
+from rsi.harness.judge import Judge, JudgeOptions
 from rsi.spaces import load_space, template_source
+
+_JUDGE: Judge | None = None
+
+
+def shared_judge() -> Judge:
+    """One interpreter judge for the test session (each candidate still gets a fresh producer process)."""
+    global _JUDGE
+    if _JUDGE is None:
+        _JUDGE = Judge(JudgeOptions(backend="interpret"))
+    return _JUDGE
 
 
 def judge(op: str, config: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
-    """evaluate() in-process on the interpret backend (TRITON_INTERPRET=1 is set by the shell)."""
+    """The real judge on the interpret backend (TRITON_INTERPRET=1 is set by the shell)."""
     space = load_space(op)
     src = source if source is not None else template_source(space.template)
     cfg = space.heuristic() if config is None else config
-    return evaluate({"candidate": {"op": op, "source": src, "config": cfg}, "backend": "interpret"}, {})
+    return shared_judge().evaluate(Candidate(op, src, cfg))
 
 
 def mutated(op: str, old: str, new: str) -> str:

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from rsi.cli import main
-from rsi.harness.evaluate import evaluate
+from rsi.refs import get_op_group
 from rsi.spaces import template_source
+from tests.interp.interp_helpers import judge, shared_judge
 
 pytestmark = pytest.mark.interpreter
 
@@ -20,19 +21,18 @@ pytestmark = pytest.mark.interpreter
     {"FLAT": 0, "BLOCK_F": 128, "ROWS": 1, "num_warps": 4, "EVICT": "evict_first"},
 ])
 def test_template_configs_accepted(config):
-    v = evaluate({"candidate": {"op": "swiglu", "source": template_source("swiglu"), "config": config},
-                  "backend": "interpret"}, {})
+    v = judge("swiglu", config)
     assert v["status"] == "accepted", v["reason"]
     corr = v["details"]["correctness"]
-    assert corr["trials"] == 3 * (5 + 5)  # 3 shapes x (5 seeds + 5 special-value cases)
+    assert corr["trials"] == len(shared_judge().trial_plan(get_op_group("swiglu")))
+    assert corr["calls_per_trial"] == 2 and len(set(corr["seeds"])) == 5
     assert v["tolerance"]["observed"]["rel_l2"] <= v["tolerance"]["rtol"] or \
         v["tolerance"]["observed"]["rel_l2"] <= 2 * v["tolerance"]["observed"]["ref_rel_l2"]
 
 
 def test_wrong_mask_rejected():
     src = template_source("swiglu").replace("mask = offs < n_elem", "mask = offs < n_elem - 1")
-    v = evaluate({"candidate": {"op": "swiglu", "source": src, "config": {"FLAT": 1, "BLOCK_F": 512}},
-                  "backend": "interpret"}, {})
+    v = judge("swiglu", {"FLAT": 1, "BLOCK_F": 512}, source=src)
     assert v["status"] == "rejected" and v["stage"] == "correctness"
 
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# What the H200 device image lacks for `rsi search` / `rsi verify`, fetched here (it has no network) into .whl/
+# (Python wheels, carried and installed with pip --target) and .tools/ (bubblewrap for the producer sandbox,
+# extracted from Debian 12's package with the libraries it links). Re-run from a clone to recreate both.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .whl .tools
+PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
+for w in optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
+    -d .whl "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --implementation cp $PLAT -d .whl "$w"
+done
+tmp=$(mktemp -d)
+(cd "$tmp" && apt-get download -q bubblewrap libselinux1 libcap2 libpcre2-8-0 >/dev/null 2>&1)
+for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root"; done
+cp "$tmp/root/usr/bin/bwrap" .tools/bwrap.bin
+for lib in libselinux.so.1 libcap.so.2 libpcre2-8.so.0; do
+  cp -L "$(find "$tmp/root" -name "$lib" | head -1)" .tools/
+done
+# a wrapper: bwrap finds its libraries; the producer it starts does not inherit LD_LIBRARY_PATH from here
+cat > .tools/bwrap <<'SH'
+#!/bin/sh
+d=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$d" exec "$d/bwrap.bin" "$@"
+SH
+chmod +x .tools/bwrap .tools/bwrap.bin
+rm -rf "$tmp"
+ls -la .whl .tools

@@ -1,0 +1,633 @@
+"""The judge: creates inputs, holds the references, compares every output, decides. It never imports candidates.
+
+Each candidate runs in a fresh producer process (``rsi.harness.producer``) inside the sandbox
+(``rsi.harness.jail``). The judge shares with it only the inputs of each trial and the output arenas
+(``rsi.harness.wire``), fills every arena with fresh random bytes before each call, and after the call checks
+the outputs against the reference, the guard bands and the whole storage of every input. Timing interleaves the
+candidate's producer, the locked kernel's producer and the judge's own baselines in lockstep
+(``rsi.harness.timing.interleave``); a random sample of the timed calls, chosen after each call, is compared too.
+
+Stages, fail closed: static -> compile -> correctness -> timing -> physics. The verdict starts rejected.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rsi.contract import ACCEPT, Candidate, OpGroup, Shape, Tolerance, Verdict
+from rsi.harness import check, jail
+from rsi.harness import protocol as P
+from rsi.harness.producer import ALIGN, GUARD
+from rsi.harness.static import check_source
+from rsi.harness.wire import SharedMemory, dtype_of, make_view
+from rsi.refs import get_op_group
+
+N_SEEDS = 5
+ARENA_SLACK = 1 << 20
+
+
+class StageError(Exception):
+    def __init__(self, stage: str, reason: str, details: dict | None = None):
+        super().__init__(reason)
+        self.stage, self.reason, self.details = stage, reason, details or {}
+
+
+@dataclass
+class JudgeOptions:
+    backend: str = "interpret"                  # "cuda" | "interpret"
+    timeout_s: float = 600.0                    # per producer request
+    unsafe_no_sandbox: bool = False             # run LLM candidates although bwrap is unavailable
+    seeds: tuple[int, ...] | None = None        # None: drawn fresh (recorded in every verdict for replay)
+    drawn_shapes: int = 2                       # extra shapes drawn per run from the op's admissible set
+    check_fraction: float = 0.25                # share of timed calls whose outputs are compared
+    huge: bool = False                          # add the op group's > 2^31-element shapes (GPU suite)
+    skip_static: bool = False                   # tests only: prove the run-time defences stand alone
+    target: str | None = None                   # GPU target whose peaks the physics gate uses
+    measure: bool = True                        # False: correctness only, also on CUDA (GPU suite)
+    timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
+
+
+def _trim(s: str, n: int = 600) -> str:
+    s = s.strip()
+    return s if len(s) <= n else s[: n // 2] + " ... " + s[-n // 2:]
+
+
+# ------------------------------------------------------------------------------------------------ producer client
+class ProducerClient:
+    """One producer process for one candidate; every request gets exactly one strictly parsed reply."""
+
+    def __init__(self, cand: Candidate, backend: str, sandbox: bool, timeout_s: float, scratch_root: str):
+        self.cand, self.backend, self.timeout_s = cand, backend, timeout_s
+        self.nonce = secrets.token_hex(16)
+        self.scratch = tempfile.mkdtemp(prefix="rsi-producer-", dir=scratch_root)
+        argv, env = jail.command(backend, self.scratch, int(timeout_s) * 4, sandbox)
+        self.err_path = os.path.join(scratch_root, os.path.basename(self.scratch) + ".log")
+        err = open(self.err_path, "w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                                     start_new_session=True, bufsize=0)
+        err.close()
+        self._buf = b""
+
+    def _stderr_tail(self, n: int = 1200) -> str:
+        try:
+            with open(self.err_path, errors="replace") as f:
+                return f.read()[-n:].strip()
+        except OSError:
+            return ""
+
+    def request(self, kind: str, args: dict[str, Any], expect: str = P.OK) -> P.Reply:
+        line = P.Request(kind, args).encode().encode()
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        raw = self._read_line()
+        reply = P.parse_reply(raw, self.nonce, self.cand.hash, expect)
+        if self._buf or self._pending():
+            raise P.ProtocolError("the producer sent more than one message for one request")
+        if reply.kind == P.ERROR:
+            raise StageError("compile" if reply.stage == "compile" else "correctness",
+                             _trim(reply.message, 1500), {"producer_stage": reply.stage})
+        return reply
+
+    def _pending(self) -> bool:
+        r, _, _ = select.select([self.proc.stdout], [], [], 0)
+        if r:
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            self._buf += chunk
+            return bool(chunk)
+        return False
+
+    def _read_line(self) -> str:
+        deadline = time.monotonic() + self.timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise StageError("timeout", f"no reply within {self.timeout_s:.0f} s (hang or runaway kernel); "
+                                            f"producer killed")
+            r, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    code = self.proc.wait()
+                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                    raise StageError("crash", f"producer died ({how}) while running the candidate: "
+                                              f"{_trim(self._stderr_tail(), 600) or 'no output'}")
+                self._buf += chunk
+                if len(self._buf) > 1 << 22:
+                    raise P.ProtocolError("reply larger than 4 MiB")
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode("utf-8", errors="replace")
+
+    def close(self) -> str:
+        """Ask the producer to exit; returns "" on a clean exit, else what went wrong."""
+        why = ""
+        if self.proc.poll() is None:
+            try:
+                self.request(P.EXIT, {})
+                self.proc.stdin.close()
+                rest = self.proc.stdout.read()
+                if rest.strip():
+                    why = "the producer wrote after its last reply"
+                self.proc.wait(timeout=30)
+            except (StageError, P.ProtocolError, subprocess.TimeoutExpired, OSError) as e:
+                why = f"the producer did not exit cleanly ({e})"
+        self.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        try:
+            os.remove(self.err_path)
+        except OSError:
+            pass
+        return why
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+
+# ------------------------------------------------------------------------------------------------ one call, checked
+class Arenas:
+    """Two output arenas per producer and shape, used alternately; each is filled with random bytes per call."""
+
+    def __init__(self, mem: SharedMemory, client: ProducerClient, nbytes: int, gen: torch.Generator, base_id: int):
+        self.bufs, self.gen = [], gen
+        self.ids = [base_id, base_id + 1]
+        for k in self.ids:
+            buf, desc = mem.alloc(nbytes, client.scratch)
+            client.request(P.ARENA, {"id": k, "storage": desc})
+            self.bufs.append(buf)
+        self.client, self.turn = client, 0
+
+    def next(self, keep_fill: bool) -> tuple[int, torch.Tensor, torch.Tensor | None]:
+        i = self.turn
+        self.turn ^= 1
+        buf = self.bufs[i]
+        buf.random_(0, 256, generator=self.gen)
+        fill = buf.clone() if keep_fill else None
+        if buf.is_cuda:
+            torch.cuda.synchronize()
+        return self.ids[i], buf, fill
+
+    def release(self) -> None:
+        self.client.request(P.DROP, {"arenas": self.ids})
+        self.bufs = []
+
+
+def arena_bytes(refs: tuple) -> int:
+    total = GUARD
+    for r in refs:
+        total = -(-total // ALIGN) * ALIGN + r.numel() * r.element_size() + GUARD
+    return total + ARENA_SLACK
+
+
+def outputs_from(reply: P.Reply, buf: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The candidate's outputs as views of the judge's own arena (never memory the producer names freely)."""
+    outs = []
+    for i, o in enumerate(reply.outputs):
+        if o.foreign:
+            raise StageError("correctness", f"output {i} {o.foreign}")
+        dt = dtype_of(o.dtype)
+        esize = torch.empty(0, dtype=dt).element_size()
+        if o.offset % esize:
+            raise StageError("correctness", f"output {i} is misaligned in its arena")
+        try:
+            outs.append(make_view(buf.untyped_storage(), dt, o.shape, o.stride, o.offset // esize))
+        except ValueError as e:
+            raise StageError("correctness", f"output {i}: {e}") from None
+    return tuple(outs)
+
+
+def guard_violation(buf: torch.Tensor, fill: torch.Tensor, outs: tuple) -> str:
+    """Bytes outside every output's span must still hold the random fill (out-of-bounds writes show here)."""
+    mask = torch.ones(buf.numel(), dtype=torch.bool, device=buf.device)
+    base = buf.data_ptr()
+    for o in outs:
+        a, b = check._storage_span(o)
+        mask[a - base: b - base] = False
+    bad = (buf != fill) & mask
+    n = int(bad.sum())
+    if n:
+        first = int(bad.nonzero()[0])
+        return f"{n} bytes written outside the outputs (first at arena byte {first}): an out-of-bounds write"
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------ the judge
+class Judge:
+    """Judges candidates of any op group; holds per-run state (seeds, compiled baselines, copy bandwidth)."""
+
+    def __init__(self, options: JudgeOptions | None = None):
+        self.opt = options or JudgeOptions()
+        self.device = torch.device("cuda" if self.opt.backend == "cuda" else "cpu")
+        self.seeds = tuple(self.opt.seeds) if self.opt.seeds else tuple(secrets.randbelow(2**31)
+                                                                         for _ in range(N_SEEDS))
+        self.run_seed = secrets.randbits(63)
+        self.secret = random.Random(secrets.randbits(64))  # which timed calls get checked: never recorded
+        ok, why = jail.available()
+        self.sandbox, self.sandbox_why = ok, why
+        self.scratch_root = tempfile.mkdtemp(prefix="rsi-judge-")
+        self.mem = SharedMemory(self.device)
+        self._compiled: dict[str, Callable] = {}
+        self.copy_bw: dict[str, float] | None = None
+        self._ids = 0
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _id(self) -> int:
+        self._ids += 2
+        return self._ids
+
+    def describe(self) -> dict[str, Any]:
+        return {"sandbox": f"bwrap ({jail.level()})" if self.sandbox else f"none ({self.sandbox_why})",
+                "unsafe_no_sandbox": self.opt.unsafe_no_sandbox and not self.sandbox, "seeds": list(self.seeds),
+                "run_seed": self.run_seed, "producer": "fresh process per candidate"}
+
+    # -------------------------------------------------------------------------------------------- entry point
+    def evaluate(self, cand: Candidate, best: Candidate | None = None) -> dict[str, Any]:
+        t_start = time.perf_counter()
+        op = get_op_group(cand.op)
+        v = Verdict(candidate=cand.hash)
+        v.tolerance = op.tolerance.describe()
+        v.details["judge"] = self.describe()
+        clients: list[ProducerClient] = []
+        try:
+            if not self.opt.skip_static:
+                st = check_source(cand.source)
+                if not st.ok:
+                    raise StageError("static", f"{st.reason} (line {st.line})")
+            if not self.sandbox and cand.origin not in ("offline", "verified") and not self.opt.unsafe_no_sandbox:
+                raise StageError("static", f"sandbox unavailable ({self.sandbox_why}): candidates from "
+                                           f"{cand.origin!r} run only in the sandbox; pass --unsafe-no-sandbox "
+                                           f"to run them anyway (every record then says so)")
+            client = self._spawn(cand)
+            clients.append(client)
+            corr = self.correctness(op, client)
+            v.details["correctness"] = corr
+            v.tolerance = {**op.tolerance.describe(), "observed": corr["observed"], "deterministic": True}
+            if self.opt.backend == "cuda" and self.opt.measure:
+                best_client = None
+                if best is not None:
+                    best_client = self._spawn(best)
+                    clients.append(best_client)
+                t0 = time.perf_counter()
+                rows, checked = self.timing(op, client, best_client)
+                v.timings = rows
+                v.details["timing_wall_s"] = time.perf_counter() - t0
+                v.details["timed_outputs_checked"] = checked
+                v.details["copy_bw"] = self.copy_bw
+                from rsi.harness.gates import physics_gate
+
+                why = physics_gate(rows, op, self.copy_bw, {**self.opt.timing, "target": self.opt.target})
+                if why:
+                    raise StageError("physics", why)
+            else:
+                v.details["timing"] = "not measured (" + ("Triton interpreter: " if self.opt.backend != "cuda"
+                                                          else "measure=False: ") + "correctness only)"
+            for c in clients:
+                why = c.close()
+                if why:
+                    raise StageError("protocol", why)
+            timed = self.opt.backend == "cuda" and self.opt.measure
+            v.status, v.stage, v.reason = ACCEPT, "accepted", "correct under the class" + (
+                "; timed" if timed else "; timing not measured (" + (
+                    "interpreter)" if self.opt.backend != "cuda" else "measure=False)"))
+        except StageError as e:
+            v.stage, v.reason = e.stage, e.reason
+            v.details.update(e.details)
+        except P.ProtocolError as e:
+            v.stage, v.reason = "protocol", f"protocol violation: {e}"
+        finally:
+            for c in clients:
+                c.kill()
+                c.close()
+        v.details["judge_wall_s"] = time.perf_counter() - t_start
+        return v.to_json()
+
+    def _spawn(self, cand: Candidate) -> ProducerClient:
+        c = ProducerClient(cand, self.opt.backend, self.sandbox, self.opt.timeout_s, self.scratch_root)
+        c.request(P.LOAD, {"nonce": c.nonce, "candidate": cand.hash, "op": cand.op, "source": cand.source,
+                           "config": dict(cand.config), "backend": self.opt.backend})
+        return c
+
+    # -------------------------------------------------------------------------------------------- correctness
+    def trial_plan(self, op: OpGroup) -> list[tuple[Shape, int, int, Any, bool]]:
+        """(shape, layout, seed, special case or None, refill) for every correctness trial of this run."""
+        cuda = self.opt.backend == "cuda"
+        shapes = list(op.shapes) + list(op.odd_shapes) if cuda else list(op.interp_shapes)
+        sampler = getattr(op, "sample_shapes", None)
+        if sampler is not None and self.opt.drawn_shapes:
+            shapes += list(sampler(random.Random(self.run_seed), self.opt.backend, self.opt.drawn_shapes))
+        if self.opt.huge and cuda:
+            shapes += list(getattr(op, "huge_shapes", ()))
+        n_layouts = int(getattr(op, "n_layouts", 1))
+        named = {s.name for s in (op.shapes if cuda else op.interp_shapes)}
+        plan = []
+        for shape in shapes:
+            full = shape.name in named or shape in op.odd_shapes
+            seeds = self.seeds if full else self.seeds[:1]
+            plan += [(shape, 0, s, None, False) for s in seeds]
+            if full:  # the refill reuses the buffers of the seed trial just before it (same layout, same sizes)
+                plan.append((shape, 0, self.seeds[-1] + 7919, None, True))
+                plan += [(shape, 0, self.seeds[0], sc, False) for sc in op.special_cases]
+                plan += [(shape, lay, self.seeds[1 % len(self.seeds)], None, False) for lay in range(1, n_layouts)]
+        return plan
+
+    def _make(self, op: OpGroup, shape: Shape, seed: int, layout: int) -> tuple:
+        if layout:
+            return op.make_inputs(shape, seed, self.device, layout=layout)
+        return op.make_inputs(shape, seed, self.device)
+
+    def correctness(self, op: OpGroup, client: ProducerClient) -> dict[str, Any]:
+        per: dict[str, list[dict[str, float]]] = {"seeds": [], "special": []}
+        gen = torch.Generator(device=self.device).manual_seed(self.run_seed)
+        plan = self.trial_plan(op)
+        n_calls = 3 if self.opt.backend == "cuda" else 2
+        shared_prev = None  # (shape, layout, shared inputs, input id) for the refill trial
+        for shape, layout, seed, special, refill in plan:
+            where = f"shape {shape.key()} layout {layout} case " + (
+                "refill" if refill else (special.name if special else f"seed{seed}"))
+            inputs = self._make(op, shape, seed, layout)
+            if special is not None:
+                inputs = special.apply(inputs, tuple(op.special_inputs))
+            if refill and shared_prev is not None and shared_prev[0] == shape and shared_prev[1] == 0:
+                shared, in_id = shared_prev[2], shared_prev[3]
+                _refill(shared, inputs)
+            else:
+                if shared_prev is not None:
+                    client.request(P.DROP, {"inputs": [shared_prev[3]]})
+                shared, sdescs, idescs = self.mem.share_inputs(inputs, client.scratch)
+                in_id = self._id()
+                client.request(P.INPUTS, {"id": in_id, "storages": sdescs, "tensors": idescs})
+            shared_prev = (shape, layout, shared, in_id)
+            refs = check.as_tuple(op.reference(*inputs))
+            oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, Tolerance) \
+                else (None,) * len(refs)
+            scales = check.term_scales(op, inputs, len(refs))
+            arenas = Arenas(self.mem, client, arena_bytes(refs), gen, self._id())
+            first = None
+            for k in range(n_calls):
+                aid, buf, fill = arenas.next(keep_fill=True)
+                try:
+                    reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
+                except StageError as e:
+                    if e.stage == "compile" or (first is None and "CompilationError" in e.reason):
+                        e.stage = "compile"
+                    e.reason = f"{e.reason} at {where}"
+                    raise
+                outs = outputs_from(reply, buf)
+                ok, why = check.check_structure(outs, refs)
+                if not ok:
+                    raise StageError("correctness", f"{why} at {where}")
+                for i, o in enumerate(outs):
+                    for j, o2 in enumerate(outs[:i]):
+                        if check.overlaps(o, o2):
+                            raise StageError("correctness", f"outputs {j} and {i} overlap at {where}")
+                bad = guard_violation(buf, fill, outs)
+                if bad:
+                    raise StageError("correctness", f"{bad} at {where}")
+                bad = _inputs_changed(inputs, shared)
+                if bad:
+                    raise StageError("correctness", f"{bad} at {where}")
+                if first is None:
+                    for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
+                        ok, stats, why = check.compare(o, r, orc, op.tolerance, term_scale=sc)
+                        if not ok:
+                            raise StageError("correctness", f"{why} (output {i}) at {where}", {"error": stats})
+                        per["seeds" if special is None else "special"].append(stats)
+                    first = tuple(o.clone() for o in outs)
+                else:
+                    for i, (a, b) in enumerate(zip(first, outs)):
+                        if not check.bitwise_equal(a, b):
+                            raise StageError("correctness", f"non-deterministic: call {k + 1} differs from call 1 "
+                                                            f"(output {i}) at {where}")
+            arenas.release()
+        if shared_prev is not None:
+            client.request(P.DROP, {"inputs": [shared_prev[3]]})
+        return {"trials": len(plan), "calls_per_trial": n_calls, "seeds": list(self.seeds),
+                "shapes": sorted({p[0].key() for p in plan}), "layouts": int(getattr(op, "n_layouts", 1)),
+                "special_cases": [sc.name for sc in op.special_cases], "observed": check.worst(per["seeds"]),
+                "observed_special": check.worst(per["special"])}
+
+    # -------------------------------------------------------------------------------------------- timing
+    def _compiled_reference(self, op: OpGroup) -> Callable:
+        if op.name not in self._compiled:
+            self._compiled[op.name] = torch.compile(op.reference, dynamic=False)
+        return self._compiled[op.name]
+
+    def timing(self, op: OpGroup, client: ProducerClient, best: ProducerClient | None) -> tuple[list, int]:
+        from rsi.harness import timing as T
+
+        if self.copy_bw is None:
+            self.copy_bw = T.measure_copy_bandwidth(self.device)
+        params = self.opt.timing
+        gen = torch.Generator(device=self.device).manual_seed(self.run_seed + 1)
+        flush = T.Flusher(self.device)
+        rows, checked = [], 0
+        for shape in op.shapes:
+            n_sets = int(params.get("input_sets", 2))
+            private = [op.make_inputs(shape, self.seeds[k % len(self.seeds)] + 1000 + k, self.device)
+                       for k in range(n_sets)]
+            refs = [check.as_tuple(op.reference(*s)) for s in private]
+            nbytes = op.bytes_moved(shape)
+            remote = []
+            for name, c in (("candidate", client), ("best", best)):
+                if c is None:
+                    continue
+                ids = []
+                shared_sets = []
+                for s in private:
+                    sh, sdescs, idescs = self.mem.share_inputs(s, c.scratch)
+                    k = self._id()
+                    c.request(P.INPUTS, {"id": k, "storages": sdescs, "tensors": idescs})
+                    ids.append(k)
+                    shared_sets.append(sh)
+                arenas = Arenas(self.mem, c, arena_bytes(refs[0]), gen, self._id())
+                ent = RemoteEntry(name, c, ids, arenas, (refs, private) if name == "candidate" else None, op,
+                                  self.secret, self.opt.check_fraction)
+                remote.append((ent, shared_sets))
+            entries = [e for e, _ in remote]
+            if remote:
+                entries.append(AliasEntry("aa", remote[0][0]))
+            entries += [T.LocalEntry("eager", op.reference, private, flush),
+                        T.LocalEntry("compile", self._compiled_reference(op), private, flush),
+                        T.LocalEntry("copy", T.same_bytes_copy(nbytes, self.device), private, flush)]
+            samples = T.interleave(entries, n_sets, warmup=int(params.get("warmup", 5)),
+                                   reps=int(params.get("reps", 40)), sync_reps=int(params.get("sync_reps", 10)),
+                                   seed=self.run_seed & 0xFFFF)
+            for ent, shared_sets in remote:
+                for s, sh in zip(private, shared_sets):
+                    bad = _inputs_changed(s, sh)
+                    if bad:
+                        raise StageError("correctness", f"{bad} during timing at {shape.key()}")
+                ent.release()
+            cand_ent = remote[0][0]
+            checked += cand_ent.checked
+            rows.append(_row(op, shape, samples, nbytes, self.copy_bw, params, cand_ent))
+        return rows, checked
+
+
+def _refill(shared: tuple, inputs: tuple) -> None:
+    """Write new values into the same shared buffers (the refill trial)."""
+    done = set()
+    for sh, x in zip(shared, inputs):
+        if not torch.is_tensor(sh):
+            continue
+        st, src = sh.untyped_storage(), x.untyped_storage()
+        if st.data_ptr() in done:
+            continue
+        done.add(st.data_ptr())
+        n = src.nbytes()
+        if n != st.nbytes():
+            raise ValueError("refill inputs have another storage size")
+        dst = torch.empty(0, dtype=torch.uint8, device=sh.device).set_(st, 0, (n,), (1,))
+        dst.copy_(torch.empty(0, dtype=torch.uint8, device=x.device).set_(src, 0, (n,), (1,)))
+
+
+def _inputs_changed(private: tuple, shared: tuple) -> str:
+    """Every byte of every shared input storage must still equal the judge's private original."""
+    seen = set()
+    for j, (x, sh) in enumerate(zip(private, shared)):
+        if not torch.is_tensor(x):
+            continue
+        st = sh.untyped_storage()
+        if st.data_ptr() in seen:
+            continue
+        seen.add(st.data_ptr())
+        a = torch.empty(0, dtype=torch.uint8, device=sh.device).set_(st, 0, (st.nbytes(),), (1,))
+        src = x.untyped_storage()
+        b = torch.empty(0, dtype=torch.uint8, device=x.device).set_(src, 0, (src.nbytes(),), (1,))
+        if not torch.equal(a, b):
+            return f"input {j} was modified by the candidate (its storage differs from the judge's copy)"
+    return ""
+
+
+class RemoteEntry:
+    """A kernel in a producer, as one entry of the timing loop. After each timed call the judge decides, with a
+    generator the producer never sees, whether to compare that call's outputs with the reference."""
+
+    def __init__(self, name, client: ProducerClient, input_ids: list[int], arenas: Arenas, expected, op: OpGroup,
+                 secret: random.Random, fraction: float):
+        """``expected``: (reference outputs per input set, the judge's private input sets), or None (not checked)."""
+        self.name, self.client, self.ids, self.arenas, self.op = name, client, input_ids, arenas, op
+        self.refs, self.private = expected if expected is not None else (None, None)
+        self._oracles: dict[int, tuple] = {}
+        self.secret, self.fraction = secret, fraction
+        self.wall_us: list[float] = []
+        self.event_us: list[float] = []
+        self.checked = 0
+
+    def warm(self, set_index: int) -> None:
+        aid, _, _ = self.arenas.next(keep_fill=False)
+        self.client.request(P.WARM, {"inputs": self.ids[set_index], "arena": aid, "n": 1})
+
+    def timed(self, set_index: int) -> float:
+        aid, buf, _ = self.arenas.next(keep_fill=False)
+        t0 = time.perf_counter()
+        reply = self.client.request(P.TIME, {"inputs": self.ids[set_index], "arena": aid}, expect=P.TIMED)
+        self.wall_us.append((time.perf_counter() - t0) * 1e6)
+        self.event_us.append(reply.event_us)
+        if self.refs is not None and (not self.checked or self.secret.random() < self.fraction):
+            self.checked += 1
+            outs = outputs_from(reply, buf)
+            refs = self.refs[set_index]
+            ok, why = check.check_structure(outs, refs)
+            if not ok:
+                raise StageError("timing", f"a timed call's output: {why}")
+            oracles, scales = self._oracle(set_index)
+            for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
+                ok, _, why = check.compare(o, r, orc, self.op.tolerance, term_scale=sc)
+                if not ok:
+                    raise StageError("timing", f"a timed call's output {i} is wrong ({why}): the kernel behaves "
+                                               f"differently when timed")
+        return reply.event_us
+
+    def _oracle(self, set_index: int) -> tuple[tuple, tuple]:
+        """(fp64 oracles, term scales) of one input set, computed once."""
+        if set_index not in self._oracles:
+            n = len(self.refs[set_index])
+            inputs = self.private[set_index]
+            oracles = check.as_tuple(self.op.oracle(*inputs)) if isinstance(self.op.tolerance, Tolerance) \
+                else (None,) * n
+            self._oracles[set_index] = (oracles, check.term_scales(self.op, inputs, n))
+        return self._oracles[set_index]
+
+    def synced(self, set_index: int) -> tuple[float, float]:
+        aid, _, _ = self.arenas.next(keep_fill=False)
+        r = self.client.request(P.SYNCED, {"inputs": self.ids[set_index], "arena": aid}, expect=P.SYNC)
+        return r.event_us, r.through_us
+
+    def release(self) -> None:
+        self.arenas.release()
+        self.client.request(P.DROP, {"inputs": self.ids})
+
+
+class AliasEntry:
+    """The same remote kernel timed a second time in the loop: the A/A measurement of the noise band."""
+
+    def __init__(self, name: str, target: RemoteEntry):
+        self.name, self.t = name, target
+
+    def warm(self, set_index: int) -> None:
+        pass
+
+    def timed(self, set_index: int) -> float:
+        return self.t.timed(set_index)
+
+    def synced(self, set_index: int) -> tuple[float, float]:
+        return self.t.synced(set_index)
+
+
+def _row(op: OpGroup, shape: Shape, samples: dict, nbytes: int, copy_bw: dict, params: dict,
+         cand: RemoteEntry) -> dict[str, Any]:
+    from rsi.harness import timing as T
+
+    cs = samples["candidate"]
+    row: dict[str, Any] = {"shape": shape.to_json(), "bucket": shape.name, "method": T.METHOD,
+                           "warmup": int(params.get("warmup", 5)), "iters": int(params.get("reps", 40)),
+                           "bytes": nbytes, "flops": int(op.flops(shape)), "copy_gbps": copy_bw["gbps"]}
+    row.update(cs.summary())
+    row["gbps"] = nbytes / (row["p50_us"] * 1e-6) / 1e9
+    row["pct_copy"] = 100.0 * row["gbps"] / copy_bw["gbps"]
+    row["baselines"] = {}
+    for name, s in samples.items():
+        if name == "candidate":
+            continue
+        med, lo, hi = T.ratio_ci(s.times_us, cs.times_us)
+        sm = s.summary()
+        row["baselines"][name] = {**sm, "speedup": med, "ci95": [lo, hi],
+                                  "gbps": nbytes / (sm["p50_us"] * 1e-6) / 1e9,
+                                  "pct_copy": 100.0 * nbytes / (sm["p50_us"] * 1e-6) / 1e9 / copy_bw["gbps"]}
+    pairs = [(w, e) for w, e in zip(cand.wall_us, cand.event_us) if e > 0]
+    row["wall_min_ratio"] = min((w / e for w, e in pairs), default=float("nan"))
+    row["event_sum_us"] = sum(cand.event_us)
+    row["wall_sum_us"] = sum(cand.wall_us)
+    row["timed_outputs_checked"] = cand.checked
+    row["hidden_work_gap_us"] = T.hidden_work_gap(cs, [s for n, s in samples.items()
+                                                        if n in ("eager", "compile", "copy")])
+    return row
