@@ -1,95 +1,335 @@
-"""Every cheating candidate is rejected, each for its own reason (fail-closed contract, DESIGN.md).
+"""Every cheating candidate of tests/adversarial/cheats.py is rejected, each for its own reason; honest ones pass.
 
-Static cheats are rejected before any code runs; the run-time variants are judged with the static checks
-switched off (``skip_static``, a test-only switch) to prove the run-time defence stands on its own.
+Two module-scoped judges serve every test (a Judge is reusable; each candidate still gets a fresh producer process
+in the sandbox): ``judge`` runs the whole pipeline, ``runtime`` switches the static check off (``skip_static``, a
+test-only switch) to prove that the run-time defences (process split, sandbox, comparisons) stand on their own
+even if the allow-list were bypassed. Every full-Python cheat is also judged with the static check on and must be
+rejected there.
+
+Sandbox probes (files, network, environment, the judge's memory, a process left behind) report what they achieved
+in an exception message: the verdict's reason then says "PROBE-BLOCKED ..." when every attempt failed and
+"PROBE-ESCAPED ..." with what got out otherwise; their tests also check the host side (the file, the listener,
+the process table) independently of what the candidate says.
+
 Run with TRITON_INTERPRET=1 (the README's test command sets it).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
 import pytest
 
 from rsi.contract import Candidate
-from rsi.harness.evaluate import evaluate
-from rsi.harness.sandbox import Sandbox
+from rsi.harness.judge import Judge, JudgeOptions
 from tests.adversarial import cheats
+from tests.adversarial.verdicts import GARBAGE, expect_accepted, expect_rejected
 
 pytestmark = pytest.mark.interpreter
 
 
-def judge(source: str, skip_static: bool = False) -> dict:
-    job = {"candidate": {"op": "swiglu", "source": source, "config": {}}, "backend": "interpret",
-           "skip_static": skip_static}
-    return evaluate(job, {})
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(JudgeOptions(backend="interpret")) as j:
+        yield j
 
 
-def judge_isolated(source: str, skip_static: bool = True, timeout_s: float = 120.0) -> dict:
-    cand = Candidate("swiglu", source)
-    with Sandbox("interpret", timeout_s=timeout_s) as sb:
-        return sb.evaluate({"candidate": {"op": "swiglu", "source": source, "config": {}}, "backend": "interpret",
-                            "skip_static": skip_static}, cand.hash)
+@pytest.fixture(scope="module")
+def runtime():
+    with Judge(JudgeOptions(backend="interpret", skip_static=True)) as j:
+        yield j
 
 
-def test_honest_candidate_is_accepted():
-    v = judge(cheats.HONEST)
-    assert v["status"] == "accepted", v["reason"]
+def evaluate(j: Judge, source: str, op: str = "swiglu", config: dict | None = None) -> dict:
+    return j.evaluate(Candidate(op, source, config or {}, origin="offline"))
 
 
-@pytest.mark.parametrize("name, stage, words", [
-    ("CACHED_STATIC", "static", "module-level value"),
-    ("SIDE_STREAM", "static", "stream"),
-    ("TRY_FALLBACK", "static", "try/except"),
-    ("CALLS_REFERENCE", "static", "may not call the reference"),
-    ("SHAPE_SPECIAL_STATIC", "static", "special-casing shapes"),
-    ("PATCHES_TIMER_STATIC", "static", "elapsed_time"),
-])
-def test_static_cheats_rejected(name, stage, words):
-    v = judge(getattr(cheats, name))
-    assert v["status"] == "rejected"
-    assert v["stage"] == stage, v
-    assert words in v["reason"], v["reason"]
+# ------------------------------------------------------------------------------------------------ run-time cheats
+# (cheat, op, static check skipped, expected stage, reason words (any of))
+RUNTIME_CHEATS = [
+    # 1. sharing the judge's process: patches, forgeries and searches act on the producer only
+    ("PATCH_CHECK", "swiglu", True, "correctness", "max-abs error"),
+    ("PATCH_TORCH", "swiglu", True, "correctness", "max-abs error"),
+    ("TORCH_FUNCTION_MODE", "swiglu", True, "correctness", "max-abs error"),
+    ("FRAME_GC_SEARCH", "swiglu", True, "correctness", "max-abs error"),
+    ("FORGE_STDOUT", "swiglu", True, "correctness", "max-abs error"),  # the forgery never reaches the channel
+    ("FORGE_ALL_FDS", "swiglu", True, "protocol", "wrong nonce"),
+    ("STOLEN_NONCE_TWO_REPLIES", "swiglu", True, "protocol", "more than one message"),
+    ("STOLEN_NONCE_FORGED_REPLY", "swiglu", True, "correctness", "max-abs error"),  # a reply is only a location
+    ("EXIT_EARLY", "swiglu", True, "crash", "exit code 0"),
+    ("SYS_EXIT", "swiglu", True, "crash", "exit code 0"),
+    ("EXIT_AT_IMPORT", "swiglu", True, "crash", "exit code 0"),
+    ("JUDGE_MEMORY", "swiglu", True, "correctness", "PROBE-BLOCKED"),
+    # 3. the harness is recognisable
+    ("fixed_seeds", "swiglu", False, "correctness", "max-abs error"),
+    ("NAMED_SHAPES", "swiglu", False, "correctness", "drawn"),
+    ("FIRST_N_CALLS", "swiglu", True, "correctness", GARBAGE),
+    ("ODD_CALLS", "swiglu", True, "correctness", "non-deterministic"),
+    ("INPUT_CACHE", "swiglu", True, "correctness", "case refill"),
+    # 4. aggregate error bounds: the per-element bound
+    ("FLUSH_SMALL", "swiglu", False, "correctness", "per-element"),
+    ("THIRD_3BIT", "swiglu", False, "correctness", "per-element"),
+    ("TRUNC_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element")),
+    ("TRUNC_ALL_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element")),
+    ("QK_FLUSH_SMALL", "qk_norm_rope", False, "correctness", "per-element"),
+    # 5. input coverage
+    ("CONTIGUOUS_ROWS", "swiglu", False, "correctness", "layout 1"),
+    ("QK_ASSUMED_ROW_STRIDE", "qk_norm_rope", False, "correctness", "layout 1"),
+    ("QK_NAN_WEIGHT", "qk_norm_rope", False, "correctness", "case nonfinite"),
+    ("QK_SCRATCH_IN_V", "qk_norm_rope", False, "correctness", "input 0 was modified"),
+    ("ROW_PADDING_SCRATCH", "swiglu", False, "correctness", "input 0 was modified"),
+    ("WRITE_PAST_END", "swiglu", False, "correctness", "outside the outputs"),
+    ("WRITE_BEFORE_START", "swiglu", False, "correctness", "outside the outputs"),
+    ("UNWRITTEN_TAIL", "swiglu", False, "correctness", GARBAGE),
+    ("RETURNS_VIEW", "swiglu", False, "correctness", "aliases input 0"),
+    ("MUTATES_INPUT", "swiglu", False, "correctness", "input 0 was modified"),
+    ("WRONG_STRIDES", "swiglu", False, "correctness", "stride"),
+    ("SCRATCH_BUFFER", "swiglu", False, "correctness", "outside the outputs"),
+    ("OVERSIZE_ALLOC", "swiglu", False, "correctness", "exceed"),
+    ("FLOAT32_OUTPUT", "swiglu", False, "correctness", "dtype"),
+    ("TORCH_EMPTY", "swiglu", True, "correctness", "not allocated with rsi.kernel.empty"),
+    ("STALE_OUTPUT", "swiglu", True, "correctness", "not allocated with rsi.kernel.empty in this call"),
+    ("TENSOR_SUBCLASS", "swiglu", True, "correctness", "not a plain tensor"),
+    # crashes
+    ("CRASH_EXIT", "swiglu", True, "crash", "exit code 7"),
+    ("SEGFAULT", "swiglu", True, "crash", ("signal 11", "exit code 139")),  # 139: bwrap reports 128 + SIGSEGV
+]
 
 
-@pytest.mark.parametrize("name, skip_static, words", [
-    ("CACHED_RUNTIME", True, "reuses the buffer of an earlier call"),
-    ("MUTATES_INPUT", False, "input 0 was modified"),
-    ("SHAPE_SPECIAL_RUNTIME", False, "shape odd"),
-    ("LOW_PRECISION", False, "error"),
-    ("SKIPS_ZEROS", False, "case zero"),  # unwritten output: garbage differs call to call
-    ("RETURNS_VIEW", False, "aliases input 0"),
-    ("NONDETERMINISTIC", True, "non-deterministic"),
-])
-def test_runtime_cheats_rejected(name, skip_static, words):
-    v = judge(getattr(cheats, name), skip_static=skip_static)
-    assert v["status"] == "rejected"
-    assert v["stage"] == "correctness", v
-    assert words in v["reason"], v["reason"]
+def _source(name: str) -> str:
+    src = getattr(cheats, name)
+    return src() if callable(src) else src
 
 
-def test_low_precision_reports_error_against_bounds():
-    v = judge(cheats.LOW_PRECISION)
-    err = v["details"]["error"]
-    assert err["max_abs"] > err["max_abs_bound"] or err["rel_l2"] > err["rel_l2_bound"]
+@pytest.mark.parametrize("name, op, skip_static, stage, words", RUNTIME_CHEATS, ids=[c[0] for c in RUNTIME_CHEATS])
+def test_runtime_cheat_rejected(judge, runtime, name, op, skip_static, stage, words):
+    v = evaluate(runtime if skip_static else judge, _source(name), op)
+    expect_rejected(v, stage, words)
 
 
-def test_timer_patch_caught_by_tamper_guard():
-    v = judge_isolated(cheats.PATCHES_TIMER_RUNTIME)
-    assert v["status"] == "rejected"
-    assert "tampered with the harness" in v["reason"] and "time.perf_counter" in v["reason"]
+# -------------------------------------------------------------------------------------------- static rejections
+# 2. the allow-list: (cheat, reason words)
+STATIC_CHEATS = [
+    ("DEFAULT_ARG", "default argument"),
+    ("ANNOTATION", "annotation"),
+    ("DECORATOR_ARG", "decorator argument"),
+    ("BUILTINS", "__builtins__"),
+    ("MODULE_ALIAS", "module-level value F"),
+    ("TORCH_OPS_ATEN", "K.torch"),
+    ("GETATTR_COMPUTED", "getattr"),
+    ("SYS_MODULES", "vars"),
+    ("SHAPE_ARITHMETIC", "special-casing shapes"),
+    ("SHAPE_FOLDED", "special-casing shapes"),
+    ("HOST_TORCH", "compute belongs in a @triton.jit kernel"),
+    ("HEURISTICS", "decorator"),
+    ("AUTOTUNE", "decorator"),
+    ("SET_ALLOCATOR", "set_allocator"),
+    ("DATA_PTR", "data_ptr"),
+    ("MODULE_CACHE", "module-level value _CACHE"),
+    ("EXEC_STRING", "exec"),
+    ("TRY_FALLBACK", "try/except"),
+    ("INLINE_ASM", "inline assembly"),
+    ("CLASS_SUBCLASS", "class definition"),
+    ("LAMBDA_GRID", "lambda"),
+    ("HARNESS_FINGERPRINT", "imports sys"),
+    # the full-Python cheats of the other classes, judged with the static check on
+    ("PATCH_CHECK", "imports rsi.harness"),
+    ("PATCH_TORCH", "imports torch"),
+    ("TORCH_FUNCTION_MODE", "imports torch"),
+    ("FRAME_GC_SEARCH", "imports gc"),
+    ("FORGE_STDOUT", "imports json"),
+    ("FORGE_ALL_FDS", "imports json"),
+    ("STOLEN_NONCE_TWO_REPLIES", "imports os"),
+    ("STOLEN_NONCE_FORGED_REPLY", "imports os"),
+    ("EXIT_EARLY", "imports os"),
+    ("SYS_EXIT", "SystemExit"),
+    ("EXIT_AT_IMPORT", "imports os"),
+    ("POISON", "imports os"),
+    ("JUDGE_MEMORY", "imports os"),
+    ("MODULE_NAME", "__name__"),
+    ("FIRST_N_CALLS", "module-level value _CALLS"),
+    ("ODD_CALLS", "module-level value _CALLS"),
+    ("INPUT_CACHE", "module-level value _SEEN"),
+    ("TORCH_EMPTY", "imports torch"),
+    ("STALE_OUTPUT", "module-level value _FIRST"),
+    ("TENSOR_SUBCLASS", "imports torch"),
+    ("CRASH_EXIT", "imports os"),
+    ("SEGFAULT", "imports ctypes"),
+    ("HANG", "while"),
+]
 
 
-def test_crash_rejects_only_that_candidate():
-    cand = Candidate("swiglu", cheats.CRASHES)
-    ok = Candidate("swiglu", cheats.HONEST)
-    with Sandbox("interpret", timeout_s=120) as sb:
-        v = sb.evaluate({"candidate": {"op": "swiglu", "source": cheats.CRASHES}, "backend": "interpret",
-                         "skip_static": True}, cand.hash)
-        assert v["status"] == "rejected" and v["stage"] == "crash"
-        assert "exit code 7" in v["reason"]
-        v2 = sb.evaluate({"candidate": {"op": "swiglu", "source": cheats.HONEST}, "backend": "interpret"}, ok.hash)
-        assert v2["status"] == "accepted", v2["reason"]
+@pytest.mark.parametrize("name, words", STATIC_CHEATS, ids=[c[0] for c in STATIC_CHEATS])
+def test_static_cheat_rejected(judge, name, words):
+    v = evaluate(judge, _source(name))
+    expect_rejected(v, "static", words)
+
+
+def test_static_rejects_every_probe(judge):
+    """The sandbox probes need os/ctypes/socket: the allow-list stops each before any code runs."""
+    for src in (cheats.write_outside("/nonexistent", "/nonexistent"), cheats.network(9, "/nonexistent"),
+                cheats.env_key("sk-x"), cheats.daemon("1")):
+        expect_rejected(evaluate(judge, src), "static", "import")
+
+
+# ----------------------------------------------------------------------------------------- honest controls
+def test_module_name_cheat_runs_honestly(runtime):
+    """Cheats whenever it is not imported under the runtime's module name: the judge imports it under that name,
+    so it computes honestly there and must be accepted (the judge and the runtime load candidates alike)."""
+    expect_accepted(evaluate(runtime, cheats.MODULE_NAME))
+
+
+def test_fixed_seed_cheat_would_pass_the_old_fixed_seeds():
+    """The fixed-seed cheat is a real one: with the old judge's seeds 0..4 (and no drawn shapes) it is accepted;
+    only the fresh seeds of every Judge reject it (test_runtime_cheat_rejected[fixed_seeds])."""
+    with Judge(JudgeOptions(backend="interpret", seeds=(0, 1, 2, 3, 4), drawn_shapes=0)) as j:
+        expect_accepted(evaluate(j, cheats.fixed_seeds()))
+
+
+def test_poison_and_crash_leave_next_candidates_judged_right(judge, runtime):
+    """A candidate that patches everything it can reach and drops poisoned modules wherever it can write, and one
+    that segfaults, are rejected; the same judges then accept the honest K-style swiglu (the honest control) and
+    still reject a wrong one."""
+    expect_rejected(evaluate(runtime, cheats.POISON), "correctness", "max-abs error")
+    expect_rejected(evaluate(runtime, cheats.SEGFAULT), "crash", ("signal 11", "exit code 139"))
+    expect_accepted(evaluate(judge, cheats.HONEST))
+    expect_rejected(evaluate(runtime, cheats.WRONG), "correctness", "max-abs error")
+
+
+# ----------------------------------------------------------------------------------------- sandbox probes
+def _canary_root() -> str:
+    """A host directory outside /tmp (the sandbox mounts its own tmpfs there): /var/tmp, else this folder. The probes
+    only ever write their canary files there (and in /dev/shm) and connect to the listeners these tests open."""
+    return "/var/tmp" if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK) else os.path.dirname(__file__)
+
+
+def test_no_file_written_outside_scratch(runtime):
+    canary = tempfile.mkdtemp(prefix="rsi-adv-canary-", dir=_canary_root())
+    shm = f"/dev/shm/rsi-adv-canary-{secrets.token_hex(6)}"
+    try:
+        v = evaluate(runtime, cheats.write_outside(canary, shm))
+        found = sorted(os.listdir(canary)) + ([shm] if os.path.exists(shm) else [])
+        assert not found, f"the candidate wrote on the host: {found}; verdict: {v['reason'][:400]}"
+        expect_rejected(v, "correctness", "PROBE-BLOCKED")
+    finally:
+        shutil.rmtree(canary, ignore_errors=True)
+        if os.path.exists(shm):
+            os.remove(shm)
+
+
+def test_no_network(runtime):
+    """A TCP listener on the host's loopback and a unix socket on the host's file system: the candidate reaches
+    neither (it returns wrong results if it connects, and raises PROBE-BLOCKED if every attempt fails)."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    sock_dir = tempfile.mkdtemp(prefix="rsi-adv-sock-", dir=_canary_root())
+    unix_path = os.path.join(sock_dir, "s")
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(unix_path)
+    unix.listen(8)
+    got: list[str] = []
+    stop = threading.Event()
+
+    def accept(s, name):
+        s.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = s.accept()
+                got.append(name)
+                c.close()
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=accept, args=(s, n), daemon=True) for s, n in ((tcp, "tcp"), (unix, "unix"))]
+    for t in threads:
+        t.start()
+    try:
+        v = evaluate(runtime, cheats.network(tcp.getsockname()[1], unix_path))
+        time.sleep(0.5)
+        assert not got, f"the candidate connected to the host: {got}; verdict: {v['reason'][:400]}"
+        expect_rejected(v, "correctness", "PROBE-BLOCKED")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(2)
+        tcp.close()
+        unix.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+_ENV_SCRIPT = r"""
+import json, sys
+from rsi.contract import Candidate
+from rsi.harness.judge import Judge, JudgeOptions
+src = sys.stdin.read()
+with Judge(JudgeOptions(backend="interpret", skip_static=True)) as j:
+    v = j.evaluate(Candidate("swiglu", src, {}, origin="offline"))
+print(json.dumps({"status": v["status"], "stage": v["stage"], "reason": v["reason"]}))
+"""
+
+
+def test_api_key_not_visible():
+    """The judge runs as the CLI would, started with API keys in its environment; the candidate looks for the key
+    in its own environment and in every /proc/<pid>/environ and cmdline it can read. It must find it nowhere."""
+    key = "sk-fake-" + secrets.token_hex(16)
+    env = {**os.environ, "OPENAI_API_KEY": key, "ANTHROPIC_API_KEY": key}
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", _ENV_SCRIPT], input=cheats.env_key(key), capture_output=True,
+                       text=True, env=env, timeout=300, check=False, cwd=repo)
+    assert r.returncode == 0, r.stderr[-2000:]
+    v = json.loads(r.stdout.strip().splitlines()[-1])
+    expect_rejected(v, "correctness", "PROBE-BLOCKED")
+
+
+def test_api_key_set_in_this_process_not_passed_on(runtime, monkeypatch):
+    """The key set in the judge's own os.environ (after it started): the producer's environment filter keeps it
+    out (the subprocess test above also covers keys the judge process was started with)."""
+    key = "sk-fake-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("RSI_TEST_SECRET_TOKEN", key)
+    expect_rejected(evaluate(runtime, cheats.env_key(key)), "correctness", "PROBE-BLOCKED")
+
+
+def _find_processes(token: str) -> list[int]:
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if token.encode() in f.read():
+                        pids.append(int(pid))
+            except OSError:
+                pass
+    return pids
+
+
+def test_no_process_outlives_its_candidate(runtime):
+    """A candidate double-forks a daemon in a new session (the base of any attack on the next candidate): once its
+    verdict is in, no process of it may be left on the host."""
+    token = str(secrets.randbelow(10**9)).rjust(9, "1")
+    v = evaluate(runtime, cheats.daemon(token))
+    time.sleep(1.0)
+    left = _find_processes("40." + token)
+    for pid in left:  # started by this test (through the candidate): end it by its id
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert not left, f"processes left behind by the candidate: {left}"
+    expect_rejected(v, "correctness", "max-abs error")
 
 
 def test_hang_times_out():
-    v = judge_isolated(cheats.HANGS, timeout_s=8)
-    assert v["status"] == "rejected" and v["stage"] == "timeout"
+    with Judge(JudgeOptions(backend="interpret", skip_static=True, timeout_s=20)) as j:
+        v = evaluate(j, cheats.HANG)
+    expect_rejected(v, "timeout", "no reply within")

@@ -1,57 +1,84 @@
-"""The adversarial cheats, wrapped around every op group's own template: each op group is judged by the same
-fail-closed contract. The honest template is the control; each wrapper adds one cheat."""
+"""Every op group is judged by the same fail-closed contract: its own template at its space's heuristic config is
+accepted (the honest control), and cheats wrapped around that template are rejected.
+
+The run-time wrappers need full Python (module state, in-place torch ops), so they are judged with the static check
+off (``skip_static``) to show that the run-time defences catch them in every op group, whatever its inputs (strided
+views, shared storages, integer indices, plain ints); the same wrappers with the static check on, and the static-only
+wrappers, are rejected at "static" before any code runs.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from rsi.harness.evaluate import evaluate
+from rsi.contract import Candidate
+from rsi.harness.judge import Judge, JudgeOptions
 from rsi.refs import op_names
 from rsi.spaces import load_space, template_source
+from tests.adversarial.verdicts import expect_accepted, expect_rejected
 
 pytestmark = pytest.mark.interpreter
 
 
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(JudgeOptions(backend="interpret")) as j:
+        yield j
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    with Judge(JudgeOptions(backend="interpret", skip_static=True)) as j:
+        yield j
+
+
 def _wrap(op: str, body: str, prelude: str = "") -> str:
-    src = template_source(load_space(op).template).replace("\ndef launch(", "\ndef _launch(", 1)
-    return src + prelude + "\n\ndef launch(*inputs, **config):\n" + body
+    src = template_source(load_space(op).template)
+    assert src.count("\ndef launch(") == 1, f"{op}: template has no single launch()"
+    src = src.replace("\ndef launch(", "\ndef _launch(", 1)
+    return src + "\n" + prelude + "\n\ndef launch(*inputs, **config):\n" + body
 
 
+# name -> (static check skipped, prelude, body of launch(*inputs, **config), stage, reason words)
 CHEATS = {
-    # a result cache keyed by shape (hidden from the static checks: run-time defence)
-    "cached": ("runtime", ("    key = tuple(tuple(t.shape) for t in inputs if hasattr(t, 'shape'))\n"
-                          "    if key not in _C:\n        _C[key] = _launch(*inputs, **config)\n    return _C[key]\n"),
-               "\n_C = {}\n", "earlier call"),
-    # scribbles on its first input after computing
-    "mutates": ("runtime", "    out = _launch(*inputs, **config)\n    inputs[0].add_(1.0)\n    return out\n",
-                "", "was modified"),
-    # returns unwritten buffers shaped like the outputs (skips the work)
-    "skips": ("runtime", ("    out = _launch(*inputs, **config)\n"
-                         "    if isinstance(out, tuple):\n"
-                         "        return tuple(torch.empty_like(o) for o in out)\n"
-                         "    return torch.empty_like(out)\n"), "", ""),
-    "try_fallback": ("static", ("    try:\n        return _launch(*inputs, **config)\n"
-                               "    except Exception:\n        return None\n"), "", "try/except"),
-    "calls_reference": ("static", ("    from rsi.refs import get_op_group\n"
-                                  "    return get_op_group('OP').reference(*inputs)\n"), "", "reference"),
+    # scribbles on its first input after computing (in place, through whatever view the input is)
+    "mutates_input": (True, "", "    outs = _launch(*inputs, **config)\n    inputs[0].add_(1.0)\n    return outs\n",
+                      "correctness", "input 0 was modified"),
+    # computes on the first call only; later calls return unwritten buffers of the same shapes (skipped work)
+    "first_call_only": (True, "_SHAPES = []\n", (
+        "    if not _SHAPES:\n"
+        "        outs = _launch(*inputs, **config)\n"
+        "        for o in (outs if isinstance(outs, tuple) else (outs,)):\n"
+        "            _SHAPES.append((tuple(o.shape), o.dtype, o.device))\n"
+        "        return outs\n"
+        "    outs = tuple(K.empty(s, dtype=d, device=v) for s, d, v in _SHAPES)\n"
+        "    return outs if len(outs) > 1 else outs[0]\n"),
+        "correctness", ("non-deterministic", "NaN pattern", "Inf pattern", "max-abs", "not bitwise equal")),
+    # the same two with the static check on
+    "mutates_input_static": (False, "", ("    outs = _launch(*inputs, **config)\n    inputs[0].add_(1.0)\n"
+                                         "    return outs\n"), "static", ("add_", "host code")),
+    "first_call_only_static": (False, "_SHAPES = []\n", "    return _launch(*inputs, **config)\n",
+                               "static", "module-level value _SHAPES"),
+    # falls back to the reference's math in torch when the kernel fails
+    "try_fallback": (False, "", ("    try:\n        return _launch(*inputs, **config)\n"
+                                 "    except Exception:\n        return None\n"), "static", "try/except"),
+    # calls the op group's reference
+    "calls_reference": (False, "", ("    from rsi.refs import get_op_group\n"
+                                    "    return get_op_group('OP').reference(*inputs)\n"), "static", "import"),
 }
 
 
 @pytest.mark.parametrize("op", op_names())
-def test_honest_template_accepted(op):
+def test_honest_template_accepted(judge, op):
     space = load_space(op)
-    v = evaluate({"candidate": {"op": op, "source": template_source(space.template), "config": space.heuristic()},
-                  "backend": "interpret"}, {})
-    assert v["status"] == "accepted", v["reason"]
+    v = judge.evaluate(Candidate(op, template_source(space.template), space.heuristic(), origin="offline"))
+    expect_accepted(v)
 
 
 @pytest.mark.parametrize("cheat", list(CHEATS))
 @pytest.mark.parametrize("op", op_names())
-def test_cheat_rejected(op, cheat):
-    kind, body, prelude, words = CHEATS[cheat]
-    src = _wrap(op, body.replace("OP", op), prelude)
-    v = evaluate({"candidate": {"op": op, "source": src, "config": load_space(op).heuristic()},
-                  "backend": "interpret", "skip_static": kind == "runtime"}, {})
-    assert v["status"] == "rejected", f"{op}/{cheat} accepted"
-    assert v["stage"] == ("static" if kind == "static" else "correctness"), v
-    assert words in v["reason"], v["reason"]
+def test_cheat_rejected(judge, runtime, op, cheat):
+    skip, prelude, body, stage, words = CHEATS[cheat]
+    src = _wrap(op, body.replace("'OP'", repr(op)), prelude)
+    v = (runtime if skip else judge).evaluate(Candidate(op, src, load_space(op).heuristic(), origin="offline"))
+    expect_rejected(v, stage, words)
