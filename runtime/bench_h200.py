@@ -27,7 +27,7 @@ from runtime.config import get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.model import build_dit, param_counts
 from runtime.packing import AUDIO_CH, build_sequence, patchify_video, plan_request
-from runtime.pipeline import Timer, build_vaes, generate
+from runtime.pipeline import Timer, build_vaes, generate, setup_triton_interpreter
 from runtime.sampler import initial_noise, make_schedule
 
 GIB = 2**30
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="full", choices=["full", "tiny"], help="model sizes (tiny: CPU smoke test)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --config tiny, for tests)")
     a = p.parse_args(argv)
+    setup_triton_interpreter()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("bench_h200 needs a CUDA GPU (or --config tiny --device cpu for a smoke test)", file=sys.stderr)

@@ -4,7 +4,9 @@ section 7), single files or sharded with a ``*.safetensors.index.json``.
 Native keys are this model's module names, with two layout traps handled here: the raw ``attn.qkv_proj.weight`` is
 per-head interleaved ``[h0: q,k,v | h1: ...]`` (384 rows per head) and is reordered to [Q; K; V]; fc1 is [gate; up]
 as the model uses it. The diffusers layout renames modules, splits Q/K/V into to_q/to_k/to_v, stores fc1 as
-[up; gate] and drops ``rope.inv_freq``. Every missing, unexpected or mis-shaped tensor is an error naming the key.
+[up; gate] and drops ``rope.inv_freq``. Every missing, unexpected or mis-shaped tensor is an error naming the key,
+a corrupt or truncated file one naming the file; ``check_dit`` finds all of them from the headers, before any tensor
+is read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 NATIVE_INDEX = "model.safetensors.index.json"
@@ -92,30 +94,52 @@ def transformer_dir(path: str | os.PathLike) -> Path:
     return p
 
 
-def checkpoint_files(path: str | os.PathLike) -> dict[str, Path]:
-    """key -> file holding it, from an index (checked against the shards) or from every *.safetensors."""
+def open_safetensors(f: str | os.PathLike, device: str = "cpu"):
+    """safe_open, with a corrupt or truncated file (the header is checked against the file size) reported as a
+    CheckpointError naming the file instead of a raw SafetensorError."""
+    try:
+        return safe_open(str(f), framework="pt", device=device)
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from None
+
+
+def checkpoint_tensors(path: str | os.PathLike) -> dict[str, tuple[Path, tuple[int, ...]]]:
+    """key -> (file, shape) from the headers of every file (an index's shards are all opened and checked); no
+    tensor data is read."""
     p = transformer_dir(path)
     if not p.exists():
         raise CheckpointError(f"weights path {p} does not exist")
-    if p.is_file():
-        files = [p]
+    indexes = sorted(p.glob("*.safetensors.index.json")) if p.is_dir() else []
+    index, wm = (indexes[0] if indexes else None), None
+    if index is not None:
+        try:
+            wm = json.loads(index.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{index}: not a readable safetensors index ({e!r})") from None
+        for key, shard in wm.items():
+            if not (p / shard).exists():
+                raise CheckpointError(f"{index} maps {key!r} to shard {shard}, which is missing in {p}")
+        files = sorted({p / s for s in wm.values()})
     else:
-        index = sorted(p.glob("*.safetensors.index.json"))
-        if index:
-            wm = json.loads(index[0].read_text())["weight_map"]
-            for key, shard in wm.items():
-                if not (p / shard).exists():
-                    raise CheckpointError(f"{index[0]} maps {key!r} to shard {shard}, which is missing in {p}")
-            return {k: p / v for k, v in wm.items()}
-        files = sorted(p.glob("*.safetensors"))
+        files = [p] if p.is_file() else sorted(p.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"no *.safetensors files in {p}")
-    out: dict[str, Path] = {}
+    out: dict[str, tuple[Path, tuple[int, ...]]] = {}
     for f in files:
-        with safe_open(str(f), framework="pt") as h:
+        with open_safetensors(f) as h:
             for k in h.keys():  # noqa: SIM118 (safe_open handles are not dicts)
-                out[k] = f
-    return out
+                out[k] = (f, tuple(h.get_slice(k).get_shape()))
+    if wm is None:
+        return out
+    for key, shard in wm.items():
+        if out.get(key, (None,))[0] != p / shard:
+            raise CheckpointError(f"{index} maps {key!r} to shard {shard}, which does not hold it")
+    return {k: out[k] for k in wm}
+
+
+def checkpoint_files(path: str | os.PathLike) -> dict[str, Path]:
+    """key -> file holding it, from an index (checked against the shards) or from every *.safetensors."""
+    return {k: f for k, (f, _) in checkpoint_tensors(path).items()}
 
 
 def detect_layout(keys) -> str:
@@ -124,53 +148,71 @@ def detect_layout(keys) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ load
+def _sources(name: str, layout: str) -> list[str]:
+    """The checkpoint keys whose tensors, concatenated along rows, make model tensor ``name``."""
+    if layout == "native":
+        return [name]
+    if name.endswith(QKV):
+        base = native_to_diffusers(name[: -len(QKV)]) + ".attn."
+        return [base + f"to_{x}.weight" for x in "qkv"]
+    return [native_to_diffusers(name)]
+
+
+def _skipped(name: str, layout: str, keys) -> bool:
+    return name == "rope.inv_freq" and (layout == "diffusers" or name not in keys)   # dropped / optional
+
+
+def check_dit(model: torch.nn.Module, path: str | os.PathLike) -> tuple[dict[str, tuple[Path, tuple]], str]:
+    """Headers only: every model tensor's keys present with the model's shapes and no unexpected key, else a
+    CheckpointError naming the key (and file). ``model`` may be on the meta device. Returns (tensors, layout)."""
+    tensors = checkpoint_tensors(path)
+    layout, root, used = detect_layout(tensors), transformer_dir(path), set()
+    for name, dst in model.state_dict(keep_vars=True).items():
+        if _skipped(name, layout, tensors):
+            continue
+        keys = _sources(name, layout)
+        want = (dst.shape[0] // len(keys), *dst.shape[1:])
+        for k in keys:
+            if k not in tensors:
+                raise CheckpointError(f"missing key {k!r} (for model tensor {name!r}) in {layout} checkpoint {root}")
+            f, shape = tensors[k]
+            if shape != want:
+                raise CheckpointError(f"key {k!r} in {f} for {name!r} has shape {shape}, the model expects {want} "
+                                      "(wrong config?)")
+            used.add(k)
+    unexpected = sorted(set(tensors) - used)
+    if unexpected:
+        raise CheckpointError(f"{len(unexpected)} unexpected key(s) in {root}, e.g. "
+                              f"{', '.join(repr(k) for k in unexpected[:5])} (another model or config?)")
+    return tensors, layout
+
+
 @torch.no_grad()
 def load_dit(model: torch.nn.Module, path: str | os.PathLike, qkv_layout: str = "interleaved") -> dict[str, Any]:
     """Load a native or diffusers checkpoint into ``model`` in place (tensors go straight to each parameter's
-    device). ``qkv_layout``: "interleaved" (official native files) or "contiguous" (Comfy single files)."""
-    where = checkpoint_files(path)
-    layout = detect_layout(where)
+    device), after ``check_dit``. ``qkv_layout``: "interleaved" (official native files) or "contiguous" (Comfy)."""
+    tensors, layout = check_dit(model, path)
     head_dim = model.cfg.head_dim
-    used: set[str] = set()
     with contextlib.ExitStack() as stack:
-        handles: dict[Path, Any] = {}
+        handles: dict[tuple[Path, str], Any] = {}
 
-        def get(key: str, target: str, device: torch.device) -> torch.Tensor:
-            if key not in where:
-                raise CheckpointError(f"missing key {key!r} (for model tensor {target!r}) in {layout} checkpoint "
-                                      f"{transformer_dir(path)}")
-            f = where[key]
-            if f not in handles:
-                handles[f] = stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
-            used.add(key)
-            return handles[f].get_tensor(key)
+        def get(key: str, device: torch.device) -> torch.Tensor:
+            f = tensors[key][0]
+            if (f, str(device)) not in handles:
+                handles[f, str(device)] = stack.enter_context(open_safetensors(f, str(device)))
+            return handles[f, str(device)].get_tensor(key)
 
         for name, dst in list(model.state_dict(keep_vars=True).items()):
-            if layout == "native":
-                if name == "rope.inv_freq" and name not in where:
-                    continue
-                t = get(name, name, dst.device)
-                if name.endswith(QKV) and qkv_layout == "interleaved":
-                    t = qkv_from_interleaved(t, head_dim)
-            else:
-                if name == "rope.inv_freq":
-                    continue                                   # dropped in the diffusers layout
-                if name.endswith(QKV):
-                    base = native_to_diffusers(name[: -len(QKV)]) + ".attn."
-                    t = torch.cat([get(base + f"to_{x}.weight", name, dst.device) for x in "qkv"])
-                else:
-                    t = get(native_to_diffusers(name), name, dst.device)
-                    if name.endswith(FC1):
-                        t = swap_halves(t)
-            if t.shape != dst.shape:
-                raise CheckpointError(f"key for {name!r} has shape {tuple(t.shape)}, the model expects "
-                                      f"{tuple(dst.shape)} (wrong config?)")
+            if _skipped(name, layout, tensors):
+                continue
+            parts = [get(k, dst.device) for k in _sources(name, layout)]
+            t = parts[0] if len(parts) == 1 else torch.cat(parts)
+            if layout == "native" and name.endswith(QKV) and qkv_layout == "interleaved":
+                t = qkv_from_interleaved(t, head_dim)
+            elif layout == "diffusers" and name.endswith(FC1):
+                t = swap_halves(t)
             dst.copy_(t.to(dst.dtype))
-    unexpected = sorted(set(where) - used)
-    if unexpected:
-        raise CheckpointError(f"{len(unexpected)} unexpected key(s) in {transformer_dir(path)}, e.g. "
-                              f"{', '.join(repr(k) for k in unexpected[:5])} (another model or config?)")
-    return {"layout": layout, "tensors": len(used), "files": len(set(where.values()))}
+    return {"layout": layout, "tensors": len(tensors), "files": len({f for f, _ in tensors.values()})}
 
 
 # ------------------------------------------------------------------------------------------------ save

@@ -1,7 +1,8 @@
 """``rsi run-pipeline``: one H3 request end to end, with a per-stage timing table and the same as JSON.
 
 Wiring: rsi/cli.py calls ``add_parser(sub)``; the subparser's default ``fn`` is ``run``. Standalone:
-``python -m runtime.cli run-pipeline --prompt ...``. Exit codes: 0 ok, 1 failure, 2 usage error.
+``python -m runtime.cli run-pipeline --prompt ...``. Exit codes (EXIT_CODES): 0 ok, 1 the run failed, 2 usage error
+(found before any work), 130 interrupted (Ctrl-C). Every failure is one line naming the flag, key or file.
 """
 
 from __future__ import annotations
@@ -14,30 +15,47 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console() if sys.stdout.isatty() else Console(width=160)     # logs and pipes: no 80-column wrap
+log = logging.getLogger("runtime.cli")
+EXIT_CODES = "exit codes: 0 ok, 1 the run failed, 2 usage error (nothing was run), 130 interrupted (Ctrl-C)"
 
 
 def parse_resolution(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
     if not m:
-        raise ValueError(f"--resolution {text!r}: use WIDTHxHEIGHT, e.g. 1344x768 or 672x384")
+        raise ValueError(f"--resolution {text!r}: use WIDTHxHEIGHT (e.g. 1344x768, 672x384) or an aspect ratio W:H "
+                         "(e.g. 16:9, 21:9)")
     return int(m.group(1)), int(m.group(2))
+
+
+def parse_aspect(text: str) -> tuple[float, float] | None:
+    """W:H -> (W, H), a ratio for the canvas rule (runtime.packing.canvas_for_aspect); None for anything else."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*", text)
+    return (float(m.group(1)), float(m.group(2))) if m else None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run-pipeline", help="run one MiniMax-H3 text-to-video+audio request end to end "
-                                                   "(random weights unless --weights) and write an MP4")
+                                                   "(random weights unless --weights) and write an MP4",
+                              description="Run one MiniMax-H3 text-to-video+audio request end to end and write an "
+                                          "MP4 plus a timing/summary JSON. Every usage error is found before any "
+                                          "work. " + EXIT_CODES + ".", epilog=EXIT_CODES)
     p.add_argument("--prompt", required=True, help="text prompt")
     p.add_argument("--duration", type=float, default=5.0, help="seconds of video, 0 < d <= 10 (default 5; frames "
                                                                  "snap up to 17n+5 at 24 fps: 5 s -> 124)")
     p.add_argument("--resolution", default="672x384", help="WIDTHxHEIGHT, multiples of 32, area <= 1344x768 "
-                                                          "(default 672x384)")
-    p.add_argument("--steps", type=int, default=4, help="denoising forwards (default 4: FastH3 schedule; 49: the "
-                                                        "base 50-point schedule)")
+                                                          "(default 672x384); or an aspect ratio W:H (16:9, 21:9, "
+                                                          "1:4..4:1) on the H3 canvas rule (21:9 -> 1536x672)")
+    p.add_argument("--steps", type=int, default=None, help="denoising forwards (default: the checkpoint's "
+                                                           "base_schedule length, else 4; 49: the base 50-point "
+                                                           "schedule)")
     p.add_argument("--schedule", default="auto", choices=["auto", "base", "fasth3"],
-                   help="sigma schedule; auto = fasth3 for 4 steps, else base with steps+1 points")
+                   help="sigma schedule; auto = the base_schedule --weights declares in model_index.json, else "
+                        "fasth3 for 4 steps on random weights, else base with steps+1 points (shifts from the "
+                        "checkpoint's sigma_shift_scales when present)")
     p.add_argument("--seed", type=int, default=0, help="seed of the noise and of the random weights (default 0)")
     p.add_argument("--config", default="tiny", choices=["tiny", "full"],
                    help="model sizes: tiny (CPU tests) or full (the real 33B H3; needs a GPU) (default tiny)")
@@ -51,10 +69,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--text-encoder", default="hash", choices=["hash", "qwen3vl"],
                    help="hash: deterministic untrained embedding (default); qwen3vl: random-weight Qwen3-VL-shaped "
                         "encoder at the config's size")
-    p.add_argument("--lora", default=None, help="LoRA adapter (PEFT .safetensors, or a FastVideo-v2 folder/file)")
+    p.add_argument("--lora", default=None, help="LoRA adapter: a .safetensors file or a folder (PEFT save_pretrained with "
+                        "adapter_config.json, FastVideo-v2 with adapter_manifest.json); diffusers or native key names")
     p.add_argument("--lora-mode", default="merged", choices=["merged", "native", "consumer"],
                    help="merge into bf16 weights, keep native branches, or fuse fc1's branch into the consumer op")
-    p.add_argument("--lora-strength", type=float, default=1.0, help="multiplier on the adapter's scale")
+    p.add_argument("--lora-strength", type=float, default=1.0, help="multiplier on the adapter's scale (finite)")
+    p.add_argument("--lora-qkv-layout", default="interleaved", choices=["interleaved", "contiguous"],
+                   help="row order of a native-named LoRA's fused attn.qkv_proj: per-head interleaved like the raw "
+                        "checkpoint (default) or already [Q; K; V]")
     p.add_argument("--device", default="auto", help="auto (cuda if visible), cpu, cuda, cuda:N")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
@@ -64,35 +86,55 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runtime.packing import RequestError
-    from runtime.pipeline import Request, fmt_gib, pick_schedule, run_pipeline, summary_rows, validate
-
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     try:
-        width, height = parse_resolution(args.resolution)
-        req = Request(prompt=args.prompt, duration_s=args.duration, width=width, height=height, steps=args.steps,
-                      schedule=args.schedule, seed=args.seed, config=args.config, kernels=args.kernels,
-                      weights=args.weights, out=args.out, text_encoder=args.text_encoder, lora=args.lora,
-                      lora_mode=args.lora_mode, lora_strength=args.lora_strength, device=args.device,
+        return _run(args)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/] (Ctrl-C): no partial MP4 is left at --out", soft_wrap=True)
+        return 130
+
+
+def _fail(kind: str, e: BaseException) -> None:
+    """One line: ``error: ...`` (usage, exit 2) or ``failed: Type: ...`` (run, exit 1)."""
+    msg = str(e) if kind == "error" else f"{type(e).__name__}: {e}"
+    console.print(f"[red]{kind}:[/] {escape(' '.join(msg.split()))}", soft_wrap=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from runtime.packing import RequestError
+    from runtime.pipeline import PARTS, Request, fmt_gib, pick_schedule, run_pipeline, summary_rows, validate
+
+    out_json = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
+    try:
+        aspect = parse_aspect(args.resolution)
+        width, height = (0, 0) if aspect else parse_resolution(args.resolution)      # aspect: set by validate
+        req = Request(prompt=args.prompt, duration_s=args.duration, width=width, height=height, aspect=aspect, steps=args.steps, schedule=args.schedule, seed=args.seed, config=args.config,
+                      kernels=args.kernels, weights=args.weights, out=args.out, json=str(out_json),
+                      text_encoder=args.text_encoder, lora=args.lora, lora_mode=args.lora_mode,
+                      lora_strength=args.lora_strength, lora_qkv_layout=args.lora_qkv_layout, device=args.device,
                       root=getattr(args, "root", "."), mux=not args.no_mux)
         plan = validate(req)
     except (ValueError, RequestError) as e:
-        console.print(f"[red]error:[/] {e}", soft_wrap=True)
+        _fail("error", e)
         return 2
+    except Exception as e:      # a check that breaks is a failure with its message, not a traceback wall
+        log.debug("run-pipeline failed", exc_info=True)
+        _fail("failed", e)
+        return 1
     if args.dry_run:
         console.print_json(json.dumps({"plan": plan.to_json(), "schedule": pick_schedule(req).to_json()}))
         return 0
     try:
         res = run_pipeline(req, progress=lambda s: console.print(f"[dim]{s}[/]"))
     except RequestError as e:
-        console.print(f"[red]error:[/] {e}", soft_wrap=True)
+        _fail("error", e)
         return 2
     except Exception as e:      # a run that breaks is a failure with its message, not a traceback wall
-        logging.getLogger("runtime.cli").debug("pipeline failed", exc_info=True)
-        console.print(f"[red]failed:[/] {type(e).__name__}: {e}", soft_wrap=True)
+        log.debug("run-pipeline failed", exc_info=True)
+        _fail("failed", e)
         return 1
 
-    t = Table(title=f"H3 {req.config} {width}x{height} {plan.frames} frames, {res.schedule['steps']} steps "
+    t = Table(title=f"H3 {req.config} {plan.width}x{plan.height} {plan.frames} frames, {res.schedule['steps']} steps "
                     f"({res.schedule['name']}), kernels={req.kernels}, {res.device}")
     t.add_column("stage")
     t.add_column("seconds", justify="right")
@@ -109,15 +151,24 @@ def run(args: argparse.Namespace) -> int:
                   f"{fmt_gib(res.memory['peak_host_rss_gib'])}; AdaLN released {res.adaln['released_gib']:.2f} GiB, "
                   f"tables {res.adaln['table_gib'] * 1024:.1f} MiB")
     console.print(f"verified_kernels/LOCK.json sha256: {res.lock_sha256 or 'none (no lock file)'}")
+    s = res.schedule
+    console.print(escape(f"schedule: {s['name']}, {s['steps']} steps (video shift {s['video_shift']:g}, audio shift "
+                         f"{s['audio_shift']:g}); grid from {s['source']}; shifts from {s['shift_source']}; "
+                         f"{s['why']}"), soft_wrap=True)
+    for part, w in res.weights.items():
+        console.print(escape(f"weights: {PARTS.get(part, part)}: {w['source']} ({w['detail']})"), soft_wrap=True)
     for n in res.notes:
-        console.print(f"[yellow]note:[/] {n}", soft_wrap=True)
-    out_json = Path(args.json) if args.json else Path(req.out).with_suffix(".json")
-    out_json.write_text(json.dumps(res.to_json(), indent=2, default=str))
+        console.print(f"[yellow]note:[/] {escape(n)}", soft_wrap=True)
+    try:
+        out_json.write_text(json.dumps(res.to_json(), indent=2, default=str))
+    except OSError as e:
+        _fail("failed", e)
+        return 1
     if res.mp4:
-        console.print(f"wrote {req.out} ({res.mp4['frames']} frames @ {res.mp4['fps']:g} fps, audio "
-                      f"{res.mp4['audio_duration_s']:.2f} s) and {out_json}")
+        console.print(escape(f"wrote {req.out} ({res.mp4['frames']} frames @ {res.mp4['fps']:g} fps, audio "
+                             f"{res.mp4['audio_duration_s']:.2f} s) and {out_json}"), soft_wrap=True)
     else:
-        console.print(f"wrote {out_json}")
+        console.print(escape(f"wrote {out_json}"), soft_wrap=True)
     return 0
 
 

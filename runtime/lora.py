@@ -1,13 +1,5 @@
-"""LoRA adapters on the H3 DiT (H3_SPEC.md section 7), in three modes.
-
-Formats:
-- PEFT (LightX2V Turbo): ``{transformer_blocks.i|token_refiner.refiner_blocks.i}.{attn.to_q,...}.lora_{A,B}.default
-  .weight``; scale = alpha / rank (metadata ``alpha``, default 8).
-- FastVideo v2 (FastH3): diffusers-namespace ``.lora_A/B.weight`` (scale 1), ``.diff`` (full weight delta),
-  ``.diff_b`` (bias delta), ``.set_weight`` (assigned); ``W = W_base + B@A + diff``, then the assigns.
-
-Targets are diffusers names mapped to native modules (runtime.checkpoint): to_q/to_k/to_v are the row thirds of the
-contiguous qkv_proj; ff.net.0.proj is fc1, whose rows (B, diff, diff_b) are stored [up; gate] and are swapped.
+"""LoRA adapters on the H3 DiT (H3_SPEC.md section 7), in three modes. Files, names, layouts and scales:
+runtime.lora_format (PEFT, FastVideo v2 and plain LoRA files, diffusers or native names).
 
 Modes:
 - ``merged``: ``W = bf16(W + s * B @ A + diff)`` in fp32, once, at load.
@@ -19,111 +11,17 @@ Modes:
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import re
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from torch import nn
 
-from runtime.checkpoint import diffusers_to_native
+from runtime.lora_format import Adapter, AdapterError, Update, check_adapter, load_adapter  # noqa: F401 (API)
 
-log = logging.getLogger("runtime.lora")
 MODES = ("merged", "native", "consumer")
-_SUFFIX = re.compile(r"\.(lora_A|lora_B)(\.default)?\.weight$|\.(diff|diff_b|set_weight)$")
-SKIPPABLE = ("to_gate_compress",)      # FastH3-VSA only; this runtime has no VSA attention
-
-
-class AdapterError(ValueError):
-    pass
-
-
-@dataclass
-class Update:
-    """Everything an adapter does to one native linear (or norm) ``module``, rows ``rows`` of its weight."""
-
-    module: str
-    rows: tuple[int, int] | None = None          # None: all rows
-    A: torch.Tensor | None = None                # [r, in]
-    B: torch.Tensor | None = None                # [out_rows, r]
-    scale: float = 1.0
-    diff: torch.Tensor | None = None
-    diff_b: torch.Tensor | None = None
-    set_weight: torch.Tensor | None = None
-
-
-@dataclass
-class Adapter:
-    format: str
-    updates: dict[tuple[str, tuple[int, int] | None], Update]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
-
-
-def _files(path: Path) -> tuple[Path, dict[str, Any]]:
-    if path.is_dir():
-        f = path / "adapter_model.safetensors"
-        manifest = path / "adapter_manifest.json"
-        if not f.exists():
-            raise AdapterError(f"{path} has no adapter_model.safetensors")
-        return f, json.loads(manifest.read_text()) if manifest.exists() else {}
-    if not path.exists():
-        raise AdapterError(f"LoRA file {path} does not exist")
-    return path, {}
-
-
-def load_adapter(path: str | os.PathLike, model) -> Adapter:
-    """Read a PEFT or FastVideo-v2 adapter and map every key onto ``model``'s native modules."""
-    f, manifest = _files(Path(path))
-    inner, names = model.cfg.inner, dict(model.named_modules())
-    with safe_open(str(f), framework="pt") as h:
-        meta = dict(h.metadata() or {})
-        keys = list(h.keys())
-        tensors = {k: h.get_tensor(k) for k in keys}
-    fmt = "peft" if any(".lora_A.default." in k for k in keys) else "fastvideo-v2"
-    meta.update({k: v for k, v in manifest.items() if isinstance(v, (str, int, float))})
-    adapter = Adapter(fmt, {}, meta)
-    for key, t in tensors.items():
-        m = _SUFFIX.search(key)
-        if m is None:
-            raise AdapterError(f"{f}: key {key!r} is not a LoRA/diff/set_weight tensor")
-        kind = m.group(1) or m.group(3)
-        dmod = key[: m.start()]
-        if any(s in dmod for s in SKIPPABLE):
-            adapter.skipped.append(key)
-            continue
-        rows = None
-        qkv = re.search(r"\.attn\.to_([qkv])$", dmod)
-        if qkv:                                                    # a row third of the contiguous qkv_proj
-            j = "qkv".index(qkv.group(1))
-            module = diffusers_to_native(dmod[: qkv.start()] + ".").rstrip(".") + ".attn.qkv_proj"
-            rows = (j * inner, (j + 1) * inner)
-        else:
-            module = diffusers_to_native(dmod + ".").rstrip(".")
-        if module not in names:
-            raise AdapterError(f"{f}: key {key!r} targets {module!r}, which this model does not have")
-        if module.endswith(".mlp.fc1") and kind in ("lora_B", "diff", "diff_b"):
-            a, b = t.chunk(2, dim=0)
-            t = torch.cat([b, a])                                  # [up; gate] -> [gate; up]
-        u = adapter.updates.setdefault((module, rows), Update(module, rows))
-        setattr(u, {"lora_A": "A", "lora_B": "B"}.get(kind, kind), t)
-    for u in adapter.updates.values():
-        if (u.A is None) != (u.B is None):
-            raise AdapterError(f"{f}: {u.module} rows {u.rows} has only one of lora_A / lora_B")
-        if u.A is not None:
-            rank = u.A.shape[0]
-            u.scale = float(meta.get("alpha", 8)) / rank if fmt == "peft" else 1.0
-    if adapter.skipped:
-        log.warning("LoRA %s: skipped %d tensors this runtime has no module for (e.g. %s)", f, len(adapter.skipped),
-                    adapter.skipped[0])
-    return adapter
 
 
 class LoRALinear(nn.Module):
@@ -161,6 +59,8 @@ def apply_adapter(model: nn.Module, adapter: Adapter, mode: str = "merged", stre
     """Apply in place; returns counts. LoRA that touches adaln_proj must be applied before the AdaLN precompute."""
     if mode not in MODES:
         raise AdapterError(f"LoRA mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if not math.isfinite(strength):
+        raise AdapterError(f"LoRA strength must be a finite number, not {strength}")
     n_branch = n_merge = 0
     for u in adapter.updates.values():
         mod = model.get_submodule(u.module)

@@ -1,9 +1,15 @@
-"""MP4 output with PyAV: H.264 (libx264, yuv420p) video + AAC stereo audio, and a decode-back check."""
+"""MP4 output with PyAV: H.264 (libx264, yuv420p) video + AAC stereo audio, and a decode-back check. The file is
+written beside its destination under a temporary name and renamed over it only when complete (and checked), so a
+failure or Ctrl-C never leaves a truncated but playable MP4 behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,15 +18,31 @@ AAC_FRAME = 1024
 
 
 def write_mp4(path: str | os.PathLike, frames: np.ndarray, fps: int, audio: np.ndarray, sample_rate: int,
-              crf: int = 18) -> None:
-    """frames: [F, H, W, 3] uint8 (H, W even); audio: [2, N] float32 in [-1, 1]."""
-    import av
-
+              crf: int = 18, check: Callable[[Path], Any] | None = None) -> Any:
+    """frames: [F, H, W, 3] uint8 (H, W even); audio: [2, N] float32 in [-1, 1]. Encodes to ``.NAME.*.partial``
+    in the same folder, runs ``check(tmp)`` when given (its result is returned), then ``os.replace``s the file
+    onto ``path``; on any failure, Ctrl-C included, the temporary file is removed and ``path`` is not touched."""
     if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames must be uint8 [F, H, W, 3], got {frames.dtype} {frames.shape}")
     if audio.ndim != 2 or audio.shape[0] != 2:
         raise ValueError(f"audio must be stereo [2, N], got {audio.shape}")
-    with av.open(str(path), "w") as out:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    try:
+        _encode(tmp, frames, fps, audio, sample_rate, crf)
+        result = check(tmp) if check else None
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return result
+
+
+def _encode(path: Path, frames: np.ndarray, fps: int, audio: np.ndarray, sample_rate: int, crf: int) -> None:
+    import av
+
+    with av.open(str(path), "w", format="mp4") as out:
         vs = out.add_stream("libx264", rate=fps)
         vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
         vs.options = {"crf": str(crf)}
@@ -57,9 +79,10 @@ def probe_mp4(path: str | os.PathLike) -> dict[str, Any]:
     return info
 
 
-def check_mp4(path: str | os.PathLike, frames: int, fps: int, audio_s: float, tol_s: float = 0.1) -> dict[str, Any]:
+def check_mp4(path: str | os.PathLike, frames: int, fps: int, audio_s: float, tol_s: float = 0.1,
+              name: str | os.PathLike | None = None) -> dict[str, Any]:
     """Raise ValueError unless the file decodes to the expected frames / fps / audio length with non-zero
-    variance in both streams; returns the probe."""
+    variance in both streams; returns the probe. ``name``: the file to name in the error (default ``path``)."""
     info = probe_mp4(path)
     problems = []
     if info["frames"] != frames:
@@ -73,5 +96,5 @@ def check_mp4(path: str | os.PathLike, frames: int, fps: int, audio_s: float, to
     if info["video_std"] <= 0 or info["audio_std"] <= 0:
         problems.append(f"zero variance (video std {info['video_std']}, audio std {info['audio_std']})")
     if problems:
-        raise ValueError(f"{path}: " + "; ".join(problems))
+        raise ValueError(f"{name or path}: " + "; ".join(problems))
     return info

@@ -23,6 +23,7 @@ PATCH = 2                      # video patch (1, 2, 2)
 ROW_MULTIPLE = 64
 CANVAS_MULTIPLE = 32
 MAX_AREA = 1344 * 768
+MIN_ASPECT = 1 / 4             # the aspect ratios H3 was trained over: 1:4 .. 4:1
 MAX_DURATION_S = 10.0          # 243 frames, 72 latents (the longest request H3_SPEC.md lists)
 TAG_VIDEO, TAG_TEXT, TAG_AUDIO, TAG_PAD = 0, 1, 2, -1
 COND_T = 0.999                 # condition video rows run at max(t_v, 0.999)
@@ -82,15 +83,16 @@ class ShapePlan:
                 "video_rows": self.video_rows, "audio_t": self.audio_t, "audio_rows": self.audio_rows}
 
 
-def plan_request(duration_s: float, width: int, height: int, fps: int = FPS) -> ShapePlan:
-    """5 s at 1344x768 -> 124 frames, latent [24, 37, 48, 84], 37,296 video rows, 414 audio rows."""
+def plan_request(duration_s: float, width: int, height: int, fps: int = FPS, canvas: bool = False) -> ShapePlan:
+    """5 s at 1344x768 -> 124 frames, latent [24, 37, 48, 84], 37,296 video rows, 414 audio rows.
+    ``canvas``: width x height came from ``canvas_for_aspect``, whose rounding may exceed the area budget."""
     if not (duration_s > 0 and duration_s <= MAX_DURATION_S):
         raise RequestError(f"--duration {duration_s} s is not supported: use 0 < duration <= {MAX_DURATION_S:g} s "
                            f"(frames are snapped up to 17n+5 at {fps} fps)")
     if width % CANVAS_MULTIPLE or height % CANVAS_MULTIPLE or width <= 0 or height <= 0:
         raise RequestError(f"--resolution {width}x{height}: width and height must be positive multiples of "
                            f"{CANVAS_MULTIPLE} (e.g. 1344x768 or 672x384)")
-    if width * height > MAX_AREA:
+    if width * height > MAX_AREA and not canvas:
         raise RequestError(f"--resolution {width}x{height}: area {width * height} exceeds H3's canvas maximum "
                            f"{MAX_AREA} (1344x768)")
     if fps != FPS:
@@ -102,18 +104,22 @@ def plan_request(duration_s: float, width: int, height: int, fps: int = FPS) -> 
                      audio_t=round(frames / FPS * AUDIO_LATENTS_PER_S))
 
 
-def canvas_for_aspect(aspect_w: int, aspect_h: int, short: int = 768, max_area: int = MAX_AREA) -> tuple[int, int]:
-    """Canvas for an aspect ratio: short edge 768, both edges floored to multiples of 32, the long edge shrunk
-    while the area exceeds 768*1344 (16:9 -> 1344x768, 9:16 -> 768x1344)."""
-    scale = short / min(aspect_w, aspect_h)
-    w, h = (int(aspect_w * scale) // CANVAS_MULTIPLE * CANVAS_MULTIPLE,
-            int(aspect_h * scale) // CANVAS_MULTIPLE * CANVAS_MULTIPLE)
-    while w * h > max_area:
-        if w >= h:
-            w -= CANVAS_MULTIPLE
-        else:
-            h -= CANVAS_MULTIPLE
-    return w, h
+def canvas_for_aspect(aspect_w: float, aspect_h: float, short: int = 768, max_area: int = MAX_AREA
+                      ) -> tuple[int, int]:
+    """(width, height) for an aspect ratio, the public canvas rule (diffusers 0.42.1 ``resolve_canvas_size``): short
+    edge 768, both edges scaled down together to an area of 768*1344 when above it, then each rounded to the nearest
+    multiple of 32 (so the area may end slightly above the budget). 16:9 -> 1344x768, 21:9 -> 1536x672."""
+    if not (aspect_w > 0 and aspect_h > 0):
+        raise RequestError(f"aspect ratio {aspect_w}:{aspect_h}: both sides must be positive")
+    r = aspect_w / aspect_h
+    if not MIN_ASPECT <= r <= 1 / MIN_ASPECT:
+        raise RequestError(f"aspect ratio {aspect_w:g}:{aspect_h:g} ({r:.3g}): H3 supports 1:4 to 4:1")
+    w, h = (short * r, float(short)) if r >= 1 else (float(short), short / r)
+    if w * h > max_area:
+        s = (max_area / (w * h)) ** 0.5
+        w, h = w * s, h * s
+    m = CANVAS_MULTIPLE
+    return max(m, round(w / m) * m), max(m, round(h / m) * m)
 
 
 # ------------------------------------------------------------------------------------------------ positions

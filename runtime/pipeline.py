@@ -8,117 +8,41 @@ produces, and replaces ``decode_video`` with the LTX VAE; see docs/runtime.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import os
 import resource
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from runtime.adaln import AdaLNCache
-from runtime.checkpoint import CheckpointError, checkpoint_files, load_dit, transformer_dir
-from runtime.config import CONFIGS, RuntimeConfig, get_config
-from runtime.kernels import MODES as KERNEL_MODES
+from runtime.checkpoint import load_dit, transformer_dir
+from runtime.config import RuntimeConfig, get_config
 from runtime.kernels import Kernels, lock_sha256
-from runtime.lora import MODES as LORA_MODES
 from runtime.lora import apply_adapter, load_adapter
 from runtime.model import H3DiT, build_dit, init_random_, param_counts
-from runtime.packing import (
+from runtime.packing import (  # noqa: F401
     AUDIO_CH,
     RequestError,
     ShapePlan,
     build_sequence,
     patchify_video,
-    plan_request,
     unpack_audio,
     unpatchify_video,
 )
-from runtime.sampler import VIDEO_COND_AUG, Schedule, condition_reset, euler_step, initial_noise, make_schedule
+from runtime.release import video_vae_stats
+from runtime.request import TEXT_ENCODERS, Request, pick_schedule, resolve_device, validate  # noqa: F401 (API)
+from runtime.sampler import VIDEO_COND_AUG, Schedule, condition_noise, euler_step, initial_noise
 from runtime.text import make_text_encoder
 from runtime.vae_audio import AudioVAEDecoder
 from runtime.vae_video import VideoVAEDecoder
 
 log = logging.getLogger("runtime.pipeline")
-TEXT_ENCODERS = ("hash", "qwen3vl")
-SCHEDULES = ("auto", "base", "fasth3")
-
-
-@dataclass
-class Request:
-    prompt: str
-    duration_s: float = 5.0
-    width: int = 672
-    height: int = 384
-    steps: int = 4
-    schedule: str = "auto"          # auto: fasth3 for 4 steps, else the base schedule with steps + 1 points
-    seed: int = 0
-    config: str = "tiny"
-    kernels: str = "reference"
-    weights: str | None = None
-    out: str = "out.mp4"
-    text_encoder: str = "hash"
-    lora: str | None = None
-    lora_mode: str = "merged"
-    lora_strength: float = 1.0
-    device: str = "auto"
-    root: str = "."
-    mux: bool = True
-
-
-def validate(req: Request) -> ShapePlan:
-    """Every check that needs no model: a bad request fails here, before any work, with RequestError."""
-    if not req.prompt.strip():
-        raise RequestError("--prompt is empty")
-    if req.config not in CONFIGS:
-        raise RequestError(f"--config {req.config!r}: use one of {', '.join(CONFIGS)}")
-    if req.kernels not in KERNEL_MODES:
-        raise RequestError(f"--kernels {req.kernels!r}: use one of {', '.join(KERNEL_MODES)}")
-    if req.schedule not in SCHEDULES:
-        raise RequestError(f"--schedule {req.schedule!r}: use one of {', '.join(SCHEDULES)}")
-    if req.steps < 1 or req.steps > 200:
-        raise RequestError(f"--steps {req.steps}: use 1..200 (4 = FastH3 schedule, 49 = the base schedule)")
-    if req.schedule == "fasth3" and req.steps != 4:
-        raise RequestError(f"--schedule fasth3 has exactly 4 steps, not {req.steps}")
-    if req.text_encoder not in TEXT_ENCODERS:
-        raise RequestError(f"--text-encoder {req.text_encoder!r}: use one of {', '.join(TEXT_ENCODERS)}")
-    plan = plan_request(req.duration_s, req.width, req.height)
-    if req.weights is not None:
-        try:
-            checkpoint_files(req.weights)
-        except CheckpointError as e:
-            raise RequestError(f"--weights {req.weights}: {e}") from None
-    if req.lora is not None:
-        if req.lora_mode not in LORA_MODES:
-            raise RequestError(f"--lora-mode {req.lora_mode!r}: use one of {', '.join(LORA_MODES)}")
-        if not Path(req.lora).exists():
-            raise RequestError(f"--lora {req.lora} does not exist")
-    out = Path(req.out)
-    if out.suffix.lower() != ".mp4":
-        raise RequestError(f"--out {req.out}: the output must be an .mp4 file")
-    if not out.parent.exists():
-        raise RequestError(f"--out {req.out}: folder {out.parent} does not exist")
-    if req.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RequestError(f"--device {req.device}: no CUDA GPU is visible")
-    if req.config == "full" and resolve_device(req.device).type != "cuda":
-        raise RequestError("--config full is the 33B model (66 GB of bf16 weights): it needs a CUDA GPU; use "
-                           "--config tiny on the CPU")
-    if req.mux:
-        try:
-            import av  # noqa: F401
-        except ImportError:
-            raise RequestError("writing MP4 needs PyAV (pip install av)") from None
-    return plan
-
-
-def pick_schedule(req: Request) -> Schedule:
-    kind = req.schedule if req.schedule != "auto" else ("fasth3" if req.steps == 4 else "base")
-    return make_schedule(kind, req.steps)
 
 
 # ------------------------------------------------------------------------------------------------ timing
@@ -154,16 +78,11 @@ def peak_memory(device: torch.device) -> dict[str, float | None]:
 
 
 # ------------------------------------------------------------------------------------------------ building
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def build_vaes(cfg: RuntimeConfig, device: torch.device, seed: int, weights: str | None = None
                ) -> tuple[VideoVAEDecoder, AudioVAEDecoder]:
-    """Random-weight decoders (the official VAE code is remote code, not loaded here); the latent statistics
-    come from ``video_vae/config.json`` when --weights has one. Video decodes in bf16 on the GPU."""
+    """Random-weight decoders (the official VAE code is remote code, not loaded here), seeds seed + 101 / + 102;
+    the latent statistics come from ``video_vae/config.json`` when --weights has one. Video decodes in bf16 on
+    the GPU."""
     with torch.device("meta"):
         video, audio = VideoVAEDecoder(cfg.video_vae), AudioVAEDecoder(cfg.audio_vae)
     out_scale = lambda n: 0.3 if n.startswith(("proj_out", "conv_post")) else 1.0
@@ -172,11 +91,9 @@ def build_vaes(cfg: RuntimeConfig, device: torch.device, seed: int, weights: str
         init_random_(m, seed + 101 + i, scale=out_scale)
         m.set_stats()
         m.eval().requires_grad_(False)
-    cfg_path = Path(weights) / "video_vae" / "config.json" if weights else None
-    if cfg_path is not None and cfg_path.exists():
-        vc = json.loads(cfg_path.read_text())
-        if "latents_mean" in vc and "latents_std" in vc:
-            video.set_stats(vc["latents_mean"], vc["latents_std"])
+    stats = video_vae_stats(weights)
+    if stats is not None:
+        video.set_stats(stats[1]["latents_mean"], stats[1]["latents_std"])
     if device.type == "cuda":
         for p in video.parameters():          # weights to bf16; the latent statistics stay fp32
             p.data = p.data.to(torch.bfloat16)
@@ -192,24 +109,48 @@ def build_model(req: Request, cfg: RuntimeConfig, device: torch.device) -> tuple
     else:
         info["checkpoint"] = f"random weights, seed {req.seed}"
     if req.lora:
-        info["lora"] = apply_adapter(model, load_adapter(req.lora, model), req.lora_mode, req.lora_strength)
+        info["lora"] = apply_adapter(model, load_adapter(req.lora, model, req.lora_qkv_layout), req.lora_mode,
+                                     req.lora_strength)
     return model, info
+
+
+PARTS = {"dit": "DiT", "video_vae": "video VAE decoder", "audio_vae": "audio VAE decoder",
+         "text_encoder": "text encoder"}
+
+
+def weights_report(req: Request, model_info: dict[str, Any], encoder_name: str) -> dict[str, dict[str, str]]:
+    """Per part of the model: {"source": "checkpoint" | "random", "detail"}. Only the DiT loads from --weights."""
+    ck = model_info["checkpoint"]
+    dit = ({"source": "checkpoint", "detail": f"{transformer_dir(req.weights)} ({ck['layout']} layout, "
+                                              f"{ck['tensors']} tensors in {ck['files']} file(s))"}
+           if req.weights else {"source": "random", "detail": f"seed {req.seed}"})
+    stats = video_vae_stats(req.weights)
+    out = {"dit": dit,
+           "video_vae": {"source": "random", "detail": f"seed {req.seed + 101}; latent mean/std "
+                         + (f"from {stats[0]}" if stats else "0/1 (no video_vae/config.json)")},
+           "audio_vae": {"source": "random", "detail": f"seed {req.seed + 102}"},
+           "text_encoder": {"source": "random", "detail": f"{encoder_name}, seed {req.seed}"}}
+    if req.lora:
+        out["lora"] = {"source": "file", "detail": f"{req.lora} ({model_info['lora']['format']}, "
+                                                   f"{req.lora_mode}, strength {req.lora_strength:g})"}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ denoising
 def denoise(model: H3DiT, text_h: torch.Tensor, seq, rope: torch.Tensor, cache: AdaLNCache, schedule: Schedule,
             plan: ShapePlan, seed: int, kernels: Kernels, timer: Timer | None = None,
             on_step: Callable[[int, float], None] | None = None,
-            cond_clean: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            cond_latents: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Euler loop from seeded noise; returns (video latents [24, T, Hl, Wl], audio latents [2, 32, T_a]) fp32.
-    ``cond_clean``: FL2VA keyframe rows [C, 96] (clean latents), reset every step to 0.999 clean + 0.001 noise."""
+    ``cond_latents``: FL2VA keyframe latents [24, 1, Hl, Wl] in packed order; their rows are noised to t = 0.999
+    once per condition (runtime.sampler.condition_noise) and held for every step."""
     device = text_h.device
+    cond = None if not cond_latents else condition_noise(cond_latents, seed, VIDEO_COND_AUG).to(device)
     vz, a = initial_noise(plan.latent_shape, plan.audio_rows, AUDIO_CH, seed)
     v, a = patchify_video(vz).to(device), a.to(device)                                      # [V, 96], [A, 32]
     for k in range(schedule.steps):
         t0 = time.perf_counter()
         with timer("denoise_steps") if timer else _null():
-            cond = None if cond_clean is None else condition_reset(cond_clean, seed, VIDEO_COND_AUG)
             vv, va = model(v, a, text_h, seq, rope, cache[k], kernels, cond=cond)
             v = euler_step(v, vv, schedule.video[k], schedule.video[k + 1])
             a = euler_step(a, va, schedule.audio[k], schedule.audio[k + 1])
@@ -258,6 +199,7 @@ class Result:
     text_encoder: str
     kernels: list[dict[str, Any]]
     lock_sha256: str | None
+    weights: dict[str, dict[str, str]] = field(default_factory=dict)   # part -> {"source", "detail"}
     mp4: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     outputs: dict[str, Any] | None = field(default=None, repr=False)     # latents and arrays; not in the JSON
@@ -268,9 +210,21 @@ class Result:
         return d
 
 
+def setup_triton_interpreter() -> bool:
+    """Under TRITON_INTERPRET=1, Triton kernels (the ``lora_consumer`` reference) run in the interpreter, whose
+    float conversions do not round like the GPU: apply the exact-rounding patch the tests use
+    (rsi.harness.interp). Explicit, at run time; importing the runtime patches nothing. True when applied."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    from rsi.harness.interp import patch_interpreter_rounding
+
+    return patch_interpreter_rounding()
+
+
 def run_pipeline(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:
     """Validate, build, generate, mux; every stage timed. Raises RequestError before any work on a bad request."""
     plan = validate(req)
+    setup_triton_interpreter()
     device = resolve_device(req.device)
     threads = torch.get_num_threads()
     if device.type == "cpu":
@@ -319,21 +273,26 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     if req.mux:
         from runtime.mux import check_mp4, write_mp4
 
-        with timer("mux"):
-            write_mp4(req.out, out["frames"], plan.fps, out["wave"], cfg.audio_vae.sample_rate)
-        mp4 = check_mp4(req.out, plan.frames, plan.fps, out["wave"].shape[1] / cfg.audio_vae.sample_rate)
+        audio_s = out["wave"].shape[1] / cfg.audio_vae.sample_rate
+        with timer("mux"):             # written beside --out, checked, then renamed onto it
+            mp4 = write_mp4(req.out, out["frames"], plan.fps, out["wave"], cfg.audio_vae.sample_rate,
+                            check=lambda tmp: check_mp4(tmp, plan.frames, plan.fps, audio_s, name=req.out))
+    weights = weights_report(req, model_info, encoder_name)
     notes = [(f"packed rows S={seq.total} (used {seq.used}, text {seq.text_len}); pad rows are their own "
              "attention document"),
              "the token refiner runs once: text rows have no timestep dependence"]
     if not trained:
         notes.append(f"text conditioning is UNTRAINED ({encoder_name})")
-    if not req.weights:
-        notes.append("DiT and VAEs have random weights: the output is noise")
+    random_parts = [PARTS[k] for k, v in weights.items() if v["source"] == "random"]
+    if random_parts:
+        notes.append(f"random weights: {', '.join(random_parts)}; "
+                     + ("only the DiT is loaded from --weights, so " if req.weights else "")
+                     + "the output is noise")
     return Result(
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
         timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
-        text_encoder=encoder_name, kernels=kernels.summary(), lock_sha256=lock_sha256(req.root), mp4=mp4,
-        notes=notes, outputs=out)
+        text_encoder=encoder_name, kernels=kernels.summary(), lock_sha256=lock_sha256(req.root), weights=weights,
+        mp4=mp4, notes=notes, outputs=out)
 
 
 def summary_rows(res: Result) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ def rnd(*shape, seed, scale=0.02):
 
 
 def write_peft(path, rank=4, alpha=8):
+    """LightX2V-style PEFT file (``.default.`` infix); ``alpha=None`` writes no alpha metadata."""
     t, s = {}, 0
     for prefix in ("transformer_blocks.0", "transformer_blocks.1", "token_refiner.refiner_blocks.0"):
         for mod, (i, o) in {"attn.to_q": (H, INNER), "attn.to_k": (H, INNER), "attn.to_v": (H, INNER),
@@ -20,5 +21,12 @@ def write_peft(path, rank=4, alpha=8):
             s += 2
             t[f"{prefix}.{mod}.lora_A.default.weight"] = rnd(rank, i, seed=s, scale=0.3)
             t[f"{prefix}.{mod}.lora_B.default.weight"] = rnd(o, rank, seed=s + 1, scale=0.3)
-    save_file(t, str(path), metadata={"alpha": str(alpha), "key_format": "minimax-h3-diffusers"})
+    meta = {"key_format": "minimax-h3-diffusers"} | ({} if alpha is None else {"alpha": str(alpha)})
+    save_file(t, str(path), metadata=meta)
     return t
+
+
+def exact(*shape, seed):
+    """Entries k/16, |k| <= 8: every product and 4-term sum is exact in fp32, so deltas merge identically
+    whatever the matmul's summation order or row blocking."""
+    return torch.randint(-8, 9, shape, generator=torch.Generator().manual_seed(seed)).float() / 16

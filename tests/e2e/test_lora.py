@@ -9,12 +9,13 @@ import torch
 from safetensors.torch import save_file
 
 from runtime.adaln import step_modulation
+from runtime.checkpoint import load_dit, qkv_from_interleaved, save_dit, swap_halves
 from runtime.kernels import Kernels
 from runtime.lora import AdapterError, LoRALinear, apply_adapter, compare_modes, load_adapter
 from runtime.model import build_dit
 from runtime.packing import build_sequence, patchify_video, plan_request
 from runtime.sampler import initial_noise
-from tests.e2e.adapters import F2, INNER, H, rnd, write_peft
+from tests.e2e.adapters import F2, INNER, H, exact, rnd, write_peft
 
 
 def test_peft_merged_weights(tmp_path, tiny_model):
@@ -114,3 +115,105 @@ def test_bad_adapters(tmp_path, tiny_model):
         load_adapter(tmp_path / "y.st", tiny_model)
     with pytest.raises(AdapterError, match="does not exist"):
         load_adapter(tmp_path / "nope.safetensors", tiny_model)
+
+
+def test_alpha_defaults_to_rank(tmp_path, tiny_model):
+    """No alpha in the file: alpha = rank (scale 1), as diffusers/PEFT loaders do."""
+    t = write_peft(tmp_path / "a.safetensors", rank=4, alpha=None)
+    w0 = tiny_model.state_dict()["blocks.0.attn.out_proj.weight"].clone()
+    ad = load_adapter(tmp_path / "a.safetensors", tiny_model)
+    assert ad.format == "peft" and {u.scale for u in ad.updates.values()} == {1.0}
+    apply_adapter(tiny_model, ad, "merged")
+    A, B = (t[f"transformer_blocks.0.attn.to_out.0.lora_{x}.default.weight"].float() for x in "AB")
+    assert torch.equal(tiny_model.state_dict()["blocks.0.attn.out_proj.weight"], (w0.float() + B @ A).bfloat16())
+
+
+R = 4
+
+
+def native_delta():
+    """One delta per target in the native checkpoint's own row order: qkv per-head interleaved, fc1 [gate; up]."""
+    return {"blocks.1.attn.qkv_proj": (exact(R, H, seed=1), exact(3 * INNER, R, seed=2)),
+            "blocks.0.mlp.fc1": (exact(R, H, seed=3), exact(F2, R, seed=4)),
+            "token_refiner.blocks.0.attn.out_proj": (exact(R, INNER, seed=5), exact(H, R, seed=6))}
+
+
+def as_diffusers(delta):
+    """The same deltas in diffusers naming and layout (to_q/k/v thirds of the de-interleaved rows, [up; gate])."""
+    (Aq, Bq), (Af, Bf), (Ao, Bo) = delta.values()
+    out = {f"transformer_blocks.1.attn.to_{x}": (Aq, b) for x, b in zip("qkv", qkv_from_interleaved(Bq).chunk(3))}
+    out["transformer_blocks.0.ff.net.0.proj"] = (Af, swap_halves(Bf))
+    out["token_refiner.refiner_blocks.0.attn.to_out.0"] = (Ao, Bo)
+    return out
+
+
+def write_lora(path, delta, infix=""):
+    save_file({f"{m}.lora_{x}{infix}.weight": t.bfloat16() for m, (A, B) in delta.items() for x, t in zip("AB", (A, B))},
+              str(path))
+
+
+def merged(cfg, path):
+    m = build_dit(cfg.dit, "cpu", seed=0)
+    apply_adapter(m, load_adapter(path, m), "merged")
+    return m.state_dict()
+
+
+def merged_in_file(tmp_path, cfg, layout, delta):
+    """Merge the deltas into the raw checkpoint tensors of ``layout``, then load: the base mapping's answer."""
+    d = tmp_path / layout
+    (f,) = save_dit(build_dit(cfg.dit, "cpu", seed=0), d, layout)
+    from safetensors.torch import load_file
+    sd = load_file(str(f))
+    for m, (A, B) in delta.items():
+        sd[m + ".weight"] = (sd[m + ".weight"].float() + B @ A).bfloat16()
+    save_file(sd, str(f))
+    m = build_dit(cfg.dit, "cpu", seed=9)
+    load_dit(m, d)
+    return m.state_dict()
+
+
+@pytest.mark.parametrize("infix", ["", ".default"])      # ai-toolkit / Comfy style, and DiffSynth's peft infix
+def test_native_named_lora_matches_base_mapping(tmp_path, tiny_cfg, infix):
+    delta = native_delta()
+    write_lora(tmp_path / "native.safetensors", delta, infix)
+    write_lora(tmp_path / "diffusers.safetensors", as_diffusers(delta), ".default")
+    got = merged(tiny_cfg, tmp_path / "native.safetensors")
+    want = merged_in_file(tmp_path, tiny_cfg, "native", delta)
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+    other = merged(tiny_cfg, tmp_path / "diffusers.safetensors")
+    assert all(torch.equal(got[k], other[k]) for k in got)
+    assert all(torch.equal(other[k], v) for k, v in merged_in_file(tmp_path, tiny_cfg, "diffusers",
+                                                                  as_diffusers(delta)).items())
+    base = build_dit(tiny_cfg.dit, "cpu", seed=0).state_dict()
+    assert not torch.equal(got["blocks.1.attn.qkv_proj.weight"], base["blocks.1.attn.qkv_proj.weight"])
+
+
+@pytest.mark.parametrize("config", [None, {"r": R, "lora_alpha": 16, "peft_type": "LORA"}])
+def test_peft_save_pretrained_layout(tmp_path, tiny_model, config):
+    """PEFT ``save_pretrained``: ``base_model.model.`` prefix, no ``.default``, alpha/rank in adapter_config.json."""
+    A, B = exact(R, H, seed=1), exact(INNER, R, seed=2)
+    save_file({"base_model.model.transformer_blocks.0.attn.to_v.lora_A.weight": A.bfloat16(),
+               "base_model.model.transformer_blocks.0.attn.to_v.lora_B.weight": B.bfloat16()},
+              str(tmp_path / "adapter_model.safetensors"), metadata={"format": "pt"})
+    if config:
+        (tmp_path / "adapter_config.json").write_text(json.dumps(config))
+    w0 = tiny_model.state_dict()["blocks.0.attn.qkv_proj.weight"].clone()
+    for path in (tmp_path / "adapter_model.safetensors", tmp_path):
+        ad = load_adapter(path, tiny_model)
+        (u,) = ad.updates.values()
+        assert ad.format == "peft" and u.module == "blocks.0.attn.qkv_proj" and u.rows == (2 * INNER, 3 * INNER)
+        assert u.scale == (16 / R if config else 1.0)
+    apply_adapter(tiny_model, ad, "merged")
+    s = 16 / R if config else 1.0
+    assert torch.equal(tiny_model.state_dict()["blocks.0.attn.qkv_proj.weight"][2 * INNER:],
+                       (w0[2 * INNER:].float() + s * B @ A).bfloat16())
+
+
+def test_adapter_config_rank_mismatch(tmp_path, tiny_model):
+    save_file({"base_model.model.transformer_blocks.0.attn.to_v.lora_A.weight": rnd(R, H, seed=1),
+               "base_model.model.transformer_blocks.0.attn.to_v.lora_B.weight": rnd(INNER, R, seed=2)},
+              str(tmp_path / "adapter_model.safetensors"))
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 8, "lora_alpha": 8}))
+    with pytest.raises(AdapterError, match=r"adapter_config\.json.*r = 8.*rank 4"):
+        load_adapter(tmp_path, tiny_model)

@@ -173,6 +173,7 @@ def test_adaln_precompute_bitwise_and_release(tiny_model):
 def test_fl2va_keyframes_denoise(tiny_model, ref_kernels):
     """Keyframe rows: a third timestep (max(t_v, 0.999)) -> 9-row tables; excluded from the velocity output."""
     from runtime.pipeline import denoise
+    from runtime.sampler import condition_noise
 
     plan = plan_request(0.2, 128, 64)
     seq = build_sequence(plan, 5, keyframes=("first", "last"))
@@ -180,7 +181,11 @@ def test_fl2va_keyframes_denoise(tiny_model, ref_kernels):
     cache = AdaLNCache(tiny_model, seq, sch)
     assert cache[0].blocks.shape[1] == 9 and cache[0].unique_t[-1].item() == pytest.approx(0.999)
     text_h = tiny_model.encode_text(torch.randn(5, 64).bfloat16(), ref_kernels)
-    clean = torch.randn(seq.cond_rows, 96)
+    keyframes = [torch.randn(24, 1, plan.latent_h, plan.latent_w) for _ in range(2)]      # first, last
+    seen, forward = [], tiny_model.forward
+    tiny_model.forward = lambda *a, cond=None: seen.append(cond) or forward(*a, cond=cond)
     zv, za = denoise(tiny_model, text_h, seq, tiny_model.rope.table(seq.positions), cache, sch, plan, 0, ref_kernels,
-                     cond_clean=clean)
+                     cond_latents=keyframes)
+    want = condition_noise(keyframes, 0, 0.999)                  # noised once per condition, held every step
+    assert len(seen) == sch.steps and all(torch.equal(c, want) for c in seen)
     assert zv.shape == plan.latent_shape and za.shape == (2, 32, plan.audio_t) and torch.isfinite(zv).all()

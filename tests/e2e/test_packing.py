@@ -50,8 +50,22 @@ def test_bad_requests(dur, w, h, msg):
         plan_request(dur, w, h)
 
 
-def test_canvas_for_aspect():
-    assert canvas_for_aspect(16, 9) == (1344, 768) and canvas_for_aspect(9, 16) == (768, 1344)
+@pytest.mark.parametrize("aspect,canvas", [((16, 9), (1344, 768)), ((9, 16), (768, 1344)), ((1, 1), (768, 768)),
+                                           ((21, 9), (1536, 672)), ((4, 1), (2016, 512)), ((2, 1), (1440, 704))])
+def test_canvas_for_aspect(aspect, canvas):
+    """diffusers 0.42.1 resolve_canvas_size: short edge 768, area scaled down to 768*1344, each edge rounded to the
+    nearest multiple of 32. 21:9: 1792x768 -> x0.866 -> 1551.8x665.1 -> 1536x672."""
+    assert canvas_for_aspect(*aspect) == canvas
+
+
+def test_canvas_aspect_limits_and_rounding_overshoot():
+    with pytest.raises(RequestError, match="aspect"):
+        canvas_for_aspect(5, 1)
+    w, h = canvas_for_aspect(5, 9)                        # rounding may end slightly above the pixel budget
+    assert (w, h) == (768, 1376) and w * h > 1344 * 768
+    assert plan_request(1.0, w, h, canvas=True).latent_w == w // 16
+    with pytest.raises(RequestError, match="area"):
+        plan_request(1.0, w, h)
 
 
 def test_layout_and_padding():

@@ -66,14 +66,30 @@ def test_cli_usage_errors_before_any_work(tmp_path, capsys, args, msg):
     assert not out.exists() and not out.with_suffix(".json").exists()
 
 
+FASTH3_BASE = [0.999, 0.749, 0.5, 0.25, 0.0]
+
+
+def write_model_index(partition, base_schedule=None, shifts=(12.0, 3.0)):
+    """The release metadata of a partition: ``model_index.json`` ``_minimax_h3`` (H3_SPEC.md section 7)."""
+    block = {"partition": "fl2va", "tasks": ["t2va", "fl2va"],
+             "sigma_shift_scales": {"video": shifts[0], "audio": shifts[1]}}
+    if base_schedule is not None:
+        block["base_schedule"] = base_schedule
+    partition.mkdir(parents=True, exist_ok=True)
+    (partition / "model_index.json").write_text(json.dumps({"_class_name": "MiniMaxH3Pipeline", "_minimax_h3": block}))
+
+
 @pytest.mark.parametrize("layout", ["native", "diffusers"])
 def test_weights_reproduce_random_run(tmp_path, layout):
     base = run_pipeline(Request(**SMALL, seed=3, out=str(tmp_path / "a.mp4"), mux=False))
     model = build_dit(get_config("tiny").dit, "cpu", seed=3)
     save_dit(model, tmp_path / "FL2VA" / "transformer", layout, max_shard_bytes=1_000_000)
+    write_model_index(tmp_path / "FL2VA", FASTH3_BASE)        # a FastH3 checkpoint says so in its metadata
     res = run_pipeline(Request(**SMALL, seed=3, weights=str(tmp_path / "FL2VA"), out=str(tmp_path / "b.mp4"),
                                mux=False))
     assert res.model["checkpoint"]["layout"] == layout
+    assert res.schedule["source"].endswith("model_index.json") and res.schedule["video_sigmas"] == base.schedule[
+        "video_sigmas"]
     assert torch.equal(res.outputs["z_video"], base.outputs["z_video"])
     assert torch.equal(res.outputs["z_audio"], base.outputs["z_audio"])
     other = run_pipeline(Request(**SMALL, seed=4, out=str(tmp_path / "c.mp4"), mux=False))
@@ -86,7 +102,82 @@ def test_bad_checkpoint_fails_with_key(tmp_path, capsys):
     save_file(sd, str(tmp_path / "model.safetensors"))
     rc = cli.main(["run-pipeline", "--prompt", "p", "--duration", "0.2", "--resolution", "64x32",
                    "--weights", str(tmp_path), "--out", str(tmp_path / "o.mp4")])
-    assert rc == 1 and "final_layer.video_out.weight" in capsys.readouterr().out
+    assert rc == 2 and "final_layer.video_out.weight" in capsys.readouterr().out       # found before any work
+
+
+def test_schedule_from_checkpoint_metadata(tmp_path, capsys):
+    """A 4-interval base_schedule in model_index.json is the schedule (shifted 12/3); without one, --steps 4 on
+    loaded weights is the uniform base schedule, not FastH3; the summary says which and where it came from."""
+    save_dit(build_dit(get_config("tiny").dit, "cpu", seed=0), tmp_path / "P" / "transformer", "native")
+    write_model_index(tmp_path / "P", [1.0, 0.7, 0.4, 0.15, 0.0])
+    argv = ["run-pipeline", "--prompt", "p", "--duration", "0.2", "--resolution", "64x32", "--weights",
+            str(tmp_path / "P"), "--out", str(tmp_path / "o.mp4"), "--no-mux"]
+    assert cli.main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    d = json.loads((tmp_path / "o.json").read_text())["schedule"]
+    assert d["name"] == "checkpoint" and d["steps"] == 4 and d["source"] == str(tmp_path / "P" / "model_index.json")
+    assert d["video_sigmas"] == pytest.approx([1.0, 0.9655172, 0.8888889, 0.6792453, 0.0], abs=1e-6)
+    assert d["audio_sigmas"] == pytest.approx([1.0, 0.875, 0.6666667, 0.3461539, 0.0], abs=1e-6)
+    assert "schedule: checkpoint" in text and "model_index.json" in text
+    assert cli.main([*argv, "--steps", "3"]) == 2 and "base_schedule" in capsys.readouterr().out
+    write_model_index(tmp_path / "P", None, shifts=(6.0, 3.0))                  # base release: uniform path
+    assert cli.main([*argv, "--steps", "4"]) == 0
+    d = json.loads((tmp_path / "o.json").read_text())["schedule"]
+    assert d["name"] == "base" and d["steps"] == 4 and d["video_shift"] == 6.0
+    assert d["video_sigmas"][1] == pytest.approx(6 * 0.75 / (1 + 5 * 0.75), abs=1e-6)
+    write_model_index(tmp_path / "P", [])                                       # an empty list is bad metadata
+    assert cli.main(argv) == 2 and "base_schedule" in capsys.readouterr().out
+
+
+def test_diffusers_scheduler_configs(tmp_path):
+    save_dit(build_dit(get_config("tiny").dit, "cpu", seed=0), tmp_path / "transformer", "diffusers")
+    for role, shift in (("scheduler", 10.0), ("audio_scheduler", 2.0)):
+        (tmp_path / role).mkdir()
+        (tmp_path / role / "scheduler_config.json").write_text(json.dumps({"_class_name": "MiniMaxH3Scheduler",
+                                                                             "shift": shift}))
+    res = run_pipeline(Request(**SMALL, weights=str(tmp_path), out=str(tmp_path / "o.mp4"), mux=False))
+    assert res.schedule["name"] == "base" and (res.schedule["video_shift"], res.schedule["audio_shift"]) == (10, 2)
+
+
+def test_summary_says_which_weights_are_random(tmp_path, capsys):
+    save_dit(build_dit(get_config("tiny").dit, "cpu", seed=0), tmp_path / "transformer", "native")
+    assert cli.main(["run-pipeline", "--prompt", "p", "--duration", "0.2", "--resolution", "64x32", "--no-mux",
+                     "--weights", str(tmp_path), "--out", str(tmp_path / "o.mp4")]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    w = json.loads((tmp_path / "o.json").read_text())["weights"]
+    assert w["dit"]["source"] == "checkpoint" and str(tmp_path / "transformer") in w["dit"]["detail"]
+    assert {w[k]["source"] for k in ("video_vae", "audio_vae", "text_encoder")} == {"random"}
+    assert "random weights: video VAE decoder, audio VAE decoder, text encoder" in text
+    res = run_pipeline(Request(**SMALL, out=str(tmp_path / "r.mp4"), mux=False))
+    assert {v["source"] for v in res.weights.values()} == {"random"}
+
+
+def test_cli_aspect_ratio(capsys):
+    assert cli.main(["run-pipeline", "--prompt", "p", "--resolution", "21:9", "--dry-run", "--out", "/tmp/x.mp4"]) == 0
+    text = capsys.readouterr().out
+    d = json.loads(text[text.index("{"):])
+    assert (d["plan"]["width"], d["plan"]["height"]) == (1536, 672)
+
+
+def test_write_mp4_is_atomic(tmp_path, monkeypatch):
+    """Ctrl-C while muxing: the MP4 is written to a temporary file in the same folder and renamed at the end."""
+    import av
+    import numpy as np
+
+    from runtime.mux import write_mp4
+
+    frames, wave = np.full((5, 32, 64, 3), 128, np.uint8), np.zeros((2, 3200), np.float32)
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(av.AudioFrame, "from_ndarray", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_mp4(tmp_path / "o.mp4", frames, 24, wave, 32000)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    write_mp4(tmp_path / "o.mp4", frames, 24, wave, 32000)
+    assert [p.name for p in tmp_path.iterdir()] == ["o.mp4"] and probe_mp4(tmp_path / "o.mp4")["frames"] == 5
 
 
 @pytest.mark.parametrize("mode", ["native", "consumer"])

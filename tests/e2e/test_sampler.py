@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.sampler import condition_reset, euler_step, initial_noise, make_schedule, shift_sigmas
+from runtime.packing import patchify_video
+from runtime.sampler import condition_noise, euler_step, initial_noise, make_schedule, shift_sigmas
 
 
 def shifted(s: float, b: float) -> float:
@@ -68,7 +69,22 @@ def test_noise_and_condition_reset():
     v2, a2 = initial_noise((24, 2, 4, 8), 16, 32, seed=5)
     assert torch.equal(v, v2) and torch.equal(a, a2) and v.shape == (24, 2, 4, 8) and a.shape == (16, 32)
     assert torch.equal(a, torch.randn((16, 32), generator=torch.Generator().manual_seed(5)))
-    clean = torch.randn(10, 96)
-    assert torch.equal(condition_reset(clean, 1, 1.0), clean)                 # audio: aug 1.0 -> clean
-    r1, r2 = condition_reset(clean, 3, 0.999), condition_reset(clean, 3, 0.999)
-    assert torch.equal(r1, r2) and 0 < (r1 - clean).abs().max() < 0.01
+
+
+def test_condition_noise_per_condition():
+    """FL2VA keyframes (diffusers 0.42.1 MiniMaxH3PrepareConditionLatentsStep): one generator from the request
+    seed, one draw per condition in its latent shape [1, 24, t, Hl, Wl], in packed order, mixed at t = 0.999
+    (fp32 tensor arithmetic), then patchified."""
+    first = torch.randn(24, 1, 4, 8)
+    last = first.clone()                                    # same clean latents: only the noise tells them apart
+    rows = condition_noise([first, last], seed=7, aug=0.999)
+    assert rows.shape == (2 * 8, 96) and rows.dtype == torch.float32
+    assert not torch.equal(rows[:8], rows[8:])            # each condition has its own draw
+    assert torch.equal(rows, condition_noise([first, last], seed=7, aug=0.999))
+    assert not torch.equal(rows, condition_noise([first, last], seed=8, aug=0.999))
+    g = torch.Generator().manual_seed(7)
+    t = torch.tensor(0.999, dtype=torch.float32)
+    want = [patchify_video(t * c + (1.0 - t) * torch.randn((1, 24, 1, 4, 8), generator=g)[0]) for c in (first, last)]
+    assert torch.equal(rows, torch.cat(want))
+    assert 0 < (rows[:8] - patchify_video(first)).abs().max() < 0.01
+    assert torch.equal(condition_noise([first], seed=7, aug=1.0), patchify_video(first))     # aug 1: clean

@@ -1,0 +1,161 @@
+"""A run-pipeline request and everything checked before any work: flags, shapes, output paths, the checkpoint and
+LoRA headers against the model's shapes (on the meta device), and the sampling schedule. A bad request raises
+RequestError naming the flag, key or file; nothing has been built, loaded or sampled at that point."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from runtime.checkpoint import CheckpointError, check_dit
+from runtime.config import CONFIGS, get_config
+from runtime.kernels import MODES as KERNEL_MODES
+from runtime.lora import MODES as LORA_MODES
+from runtime.lora_format import QKV_LAYOUTS, AdapterError, check_adapter
+from runtime.model import build_dit
+from runtime.packing import RequestError, ShapePlan, canvas_for_aspect, plan_request
+from runtime.release import release_metadata, video_vae_stats
+from runtime.sampler import AUDIO_SHIFT, VIDEO_SHIFT, Schedule, make_schedule
+
+TEXT_ENCODERS = ("hash", "qwen3vl")
+SCHEDULES = ("auto", "base", "fasth3")
+DEFAULT_STEPS = 4
+
+
+@dataclass
+class Request:
+    prompt: str
+    duration_s: float = 5.0
+    width: int = 672
+    height: int = 384
+    aspect: tuple[float, float] | None = None    # set: width x height come from the canvas rule for this ratio
+    steps: int | None = None        # None: the checkpoint's base_schedule length, else 4
+    schedule: str = "auto"          # auto: the checkpoint's schedule; else fasth3 for 4 steps on random weights;
+                                    # else the uniform base schedule with steps + 1 points
+    seed: int = 0
+    config: str = "tiny"
+    kernels: str = "reference"
+    weights: str | None = None
+    out: str = "out.mp4"
+    json: str | None = None         # summary JSON path (checked here; the CLI writes it)
+    text_encoder: str = "hash"
+    lora: str | None = None
+    lora_mode: str = "merged"
+    lora_strength: float = 1.0
+    lora_qkv_layout: str = "interleaved"
+    device: str = "auto"
+    root: str = "."
+    mux: bool = True
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _writable(flag: str, value: str, suffix: str | None = None) -> None:
+    p = Path(value)
+    if suffix and p.suffix.lower() != suffix:
+        raise RequestError(f"{flag} {value}: the output must be a {suffix} file")
+    if p.is_dir():
+        raise RequestError(f"{flag} {value} is a folder, not a file")
+    folder = p.parent
+    if not folder.exists():
+        raise RequestError(f"{flag} {value}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise RequestError(f"{flag} {value}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise RequestError(f"{flag} {value}: not writable")
+
+
+def validate(req: Request) -> ShapePlan:
+    """Every check, before any work: a bad request fails here with RequestError (exit 2 in the CLI)."""
+    if not req.prompt.strip():
+        raise RequestError("--prompt is empty")
+    for flag, value, allowed in (("--config", req.config, CONFIGS), ("--kernels", req.kernels, KERNEL_MODES),
+                                 ("--schedule", req.schedule, SCHEDULES), ("--text-encoder", req.text_encoder,
+                                                                           TEXT_ENCODERS),
+                                 ("--lora-mode", req.lora_mode, LORA_MODES),
+                                 ("--lora-qkv-layout", req.lora_qkv_layout, QKV_LAYOUTS)):
+        if value not in allowed:
+            raise RequestError(f"{flag} {value!r}: use one of {', '.join(allowed)}")
+    if req.steps is not None and not 1 <= req.steps <= 200:
+        raise RequestError(f"--steps {req.steps}: use 1..200 (4 = FastH3 schedule, 49 = the base schedule)")
+    if req.schedule == "fasth3" and req.steps not in (None, 4):
+        raise RequestError(f"--schedule fasth3 has exactly 4 steps, not {req.steps}")
+    if not math.isfinite(req.lora_strength):
+        raise RequestError(f"--lora-strength {req.lora_strength}: use a finite number")
+    if req.aspect is not None:
+        req.width, req.height = canvas_for_aspect(*req.aspect)
+    plan = plan_request(req.duration_s, req.width, req.height, canvas=req.aspect is not None)
+    if req.mux:
+        _writable("--out", req.out, ".mp4")
+    elif Path(req.out).suffix.lower() != ".mp4":
+        raise RequestError(f"--out {req.out}: the output must be an .mp4 file")
+    if req.json is not None:
+        _writable("--json", req.json)
+    if req.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RequestError(f"--device {req.device}: no CUDA GPU is visible")
+    if req.config == "full" and resolve_device(req.device).type != "cuda":
+        raise RequestError("--config full is the 33B model (66 GB of bf16 weights): it needs a CUDA GPU; use "
+                           "--config tiny on the CPU")
+    if req.weights is not None or req.lora is not None:
+        shapes = build_dit(get_config(req.config).dit, "meta")             # shapes only, no memory
+        if req.weights is not None:
+            try:
+                check_dit(shapes, req.weights)
+            except CheckpointError as e:
+                raise RequestError(f"--weights {req.weights}: {e}") from None
+        if req.lora is not None:
+            if not Path(req.lora).exists():
+                raise RequestError(f"--lora {req.lora} does not exist")
+            try:
+                check_adapter(req.lora, shapes, req.lora_qkv_layout)
+            except AdapterError as e:
+                raise RequestError(f"--lora {req.lora}: {e}") from None
+    pick_schedule(req)
+    try:
+        video_vae_stats(req.weights)
+    except CheckpointError as e:
+        raise RequestError(f"--weights {req.weights}: {e}") from None
+    if req.mux:
+        try:
+            import av  # noqa: F401
+        except ImportError:
+            raise RequestError("writing MP4 needs PyAV (pip install av)") from None
+    return plan
+
+
+def pick_schedule(req: Request) -> Schedule:
+    """--schedule auto: the checkpoint's ``base_schedule`` when it declares one (--steps must then match or be
+    left out); else FastH3 for 4 steps on random weights; else the uniform base schedule. Shifts: the checkpoint's
+    (``sigma_shift_scales`` or the diffusers scheduler configs), else 12 / 3."""
+    try:
+        rel = release_metadata(req.weights) if req.weights else {}
+    except CheckpointError as e:
+        raise RequestError(f"--weights {req.weights}: {e}") from None
+    shifts = {"video_shift": rel.get("video_shift", VIDEO_SHIFT), "audio_shift": rel.get("audio_shift", AUDIO_SHIFT),
+              "shift_source": rel.get("shift_source", "built-in")}
+    base = rel.get("base_schedule")
+    if req.schedule == "auto" and base is not None:
+        n = len(base) - 1
+        if req.steps is not None and req.steps != n:
+            raise RequestError(f"--steps {req.steps}: {rel['schedule_source']} _minimax_h3.base_schedule has {n} "
+                               f"steps; leave --steps out, pass --steps {n}, or pick --schedule base|fasth3")
+        return make_schedule("checkpoint", n, base=base, source=rel["schedule_source"],
+                             why="auto: the checkpoint declares base_schedule", **shifts)
+    steps = DEFAULT_STEPS if req.steps is None else req.steps
+    if req.schedule == "auto":
+        if req.weights:
+            kind, why = "base", "auto: the checkpoint declares no base_schedule (uniform path)"
+        else:
+            kind = "fasth3" if steps == 4 else "base"
+            why = f"auto: {steps} steps on random weights"
+    else:
+        kind, why = req.schedule, f"--schedule {req.schedule}"
+    return make_schedule(kind, steps, why=why, **shifts)
