@@ -1,0 +1,1 @@
+"""Search spaces as package data (rsi.spaces reads the TOML files beside this file)."""
