@@ -1,4 +1,8 @@
-"""``rsi show``: runs, candidates and verdicts from the store as tables."""
+"""``rsi show``: runs, candidates and verdicts from the store as tables.
+
+Sources, configs, verdict reasons and transcripts hold text a model or a server wrote: all of it is printed as
+plain :class:`rich.text.Text`, never as markup.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from rsi.search.display import echo, plain
 from rsi.store import Store
 
 
@@ -27,8 +32,8 @@ def show(a, console: Console) -> int:
             t.add_column(c, overflow="fold")
         for name in op_names():
             g = get_op_group(name)
-            t.add_row(name, json.dumps(g.tolerance.describe()), ", ".join(s.key() for s in g.shapes),
-                      ", ".join(g.noncontiguous_inputs) or "-")
+            t.add_row(*map(plain, (name, json.dumps(g.tolerance.describe()), ", ".join(s.key() for s in g.shapes),
+                                   ", ".join(g.noncontiguous_inputs) or "-")))
         console.print(t)
         return 0
     store = _store(a)
@@ -37,24 +42,24 @@ def show(a, console: Console) -> int:
         if row is None:
             raise FileNotFoundError(f"no candidate with hash prefix {a.candidate}")
         cand = store.load_candidate(row["hash"])
-        console.print(f"[bold]{cand.hash}[/] op {cand.op} origin {cand.origin} parent {cand.parent}")
-        console.print(f"config {dict(cand.config)}")
+        echo(console, plain(cand.hash, "bold"), f" op {cand.op} origin {cand.origin} parent {cand.parent}")
+        echo(console, f"config {dict(cand.config)}")
         for e in store.conn.execute("SELECT run_id, seq, status, stage, reason FROM rsi_evaluations WHERE candidate=?",
                                     (cand.hash,)):
-            console.print(f"  run {e['run_id']} #{e['seq']}: {e['status']} [{e['stage']}] {e['reason']}")
-        console.print(cand.source)
+            echo(console, f"  run {e['run_id']} #{e['seq']}: {e['status']} [{e['stage']}] {e['reason']}")
+        echo(console, cand.source)
         return 0
     if a.run:
         run = store.get_run(a.run)
         if run is None:
             raise FileNotFoundError(f"no run {a.run}; `rsi show` lists runs")
-        t = Table(title=f"run {run.id}: {run.op} on {run.backend} ({run.gpu or 'interpreter'}), {run.status}")
+        t = Table(title=plain(f"run {run.id}: {run.op} on {run.backend} ({run.gpu or 'interpreter'}), {run.status}"))
         for c in ("#", "candidate", "config", "verdict", "stage", "objective", "reason"):
             t.add_column(c, overflow="fold")
         for e in store.evaluations(run.id):
             cfg = store.load_candidate(e["candidate"]).config
-            t.add_row(str(e["seq"]), e["candidate"][:10], json.dumps(dict(cfg)), e["status"], e["stage"],
-                      f"{e['objective']:.3f}" if e["objective"] is not None else "-", e["reason"][:100])
+            t.add_row(*map(plain, (e["seq"], e["candidate"][:10], json.dumps(dict(cfg)), e["status"], e["stage"],
+                                   f"{e['objective']:.3f}" if e["objective"] is not None else "-", e["reason"][:100])))
         console.print(t)
         from rsi.llm.transcript import render_conversation
 
@@ -65,7 +70,8 @@ def show(a, console: Console) -> int:
         t.add_column(c)
     for r in store.runs(a.limit):
         ev = store.evaluations(r.id)
-        t.add_row(r.id, r.op, r.backend, (r.gpu or "-") + (" (proxy)" if r.proxy else ""), r.proposer, r.status,
-                  str(len(ev)), str(sum(e["status"] == "accepted" for e in ev)), str(len(store.promotions(r.id))))
+        t.add_row(*map(plain, (r.id, r.op, r.backend, (r.gpu or "-") + (" (proxy)" if r.proxy else ""), r.proposer,
+                               r.status, len(ev), sum(e["status"] == "accepted" for e in ev),
+                               len(store.promotions(r.id)))))
     console.print(t)
     return 0

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -116,11 +115,13 @@ def last_of(records: Iterable[dict], kind: str) -> dict | None:
 def render_conversation(store: Store, run: Run, console: Console) -> None:
     """The run's conversation with its proposer: prompt sizes, reply verdicts, spending so far. Prints nothing for
     runs without a transcript (offline runs)."""
+    from rsi.search.display import echo, plain  # every cell is model or server text: never markup
+
     path = lookup(store.conn, run.id)
     if path is None:
         return
     if not path.exists():
-        console.print(escape(f"conversation: transcript {path} is missing (moved or deleted)"))
+        echo(console, f"conversation: transcript {path} is missing (moved or deleted)")
         return
     records = read_transcript(path)
     header = next((r for r in records if r.get("type") == "header"), {})
@@ -131,8 +132,8 @@ def render_conversation(store: Store, run: Run, console: Console) -> None:
             verdicts[r["candidate"]] = r
             if r.get("kind") == "tune":
                 tuned.setdefault(r.get("call"), []).append(r)
-    t = Table(title=escape(f"conversation: {header.get('proposer', run.proposer)} {header.get('model') or ''} "
-                           f"({path})"))
+    t = Table(title=plain(f"conversation: {header.get('proposer', run.proposer)} {header.get('model') or ''} "
+                          f"({path})"))
     for c in ("call", "prompt chars", "reply", "verdict", "tokens in/out", "cost so far"):
         t.add_column(c, overflow="fold")
     for seq, c in calls_by_seq(records).items():
@@ -149,16 +150,18 @@ def render_conversation(store: Store, run: Run, console: Console) -> None:
         spent = c.get("spent") or {}
         reply = ("cached" if c.get("cached") else f"{len(c.get('reply', ''))} chars") + (
             f", {c['attempts']} attempts" if (c.get("attempts") or 1) > 1 else "")
-        t.add_row(str(seq), f"{c.get('prompt_chars', 0):,}", reply, escape(verdict),
-                  f"{usage.get('input_tokens', 0)}/{usage.get('output_tokens', 0)}", f"${spent.get('cost_usd', 0):.4f}")
+        t.add_row(*map(plain, (seq, f"{c.get('prompt_chars', 0):,}", reply, verdict,
+                               f"{usage.get('input_tokens', 0)}/{usage.get('output_tokens', 0)}",
+                               f"${spent.get('cost_usd', 0):.4f}")))
     for r in records:
         if r.get("type") == "call_error":
-            t.add_row("-", "", "error", escape(r.get("error", "")[:120]), "", f"${(r.get('spent') or {}).get('cost_usd', 0):.4f}")
+            t.add_row(*map(plain, ("-", "", "error", str(r.get("error", ""))[:120], "",
+                                   f"${(r.get('spent') or {}).get('cost_usd', 0):.4f}")))
     console.print(t)
     stats, stop = last_of(records, "stats"), last_of(records, "stop")
     if stats:
         line = (f"origins: {json.dumps(stats['by_origin'], sort_keys=True)}; best from {stats.get('best_origin') or '-'}"
                 if "by_origin" in stats else f"replay matched {stats.get('replay')} recorded verdicts")
-        console.print(escape(line))
+        echo(console, line)
     if stop:
-        console.print(escape(f"proposer stopped: {stop.get('reason')}"))
+        echo(console, f"proposer stopped: {stop.get('reason')}")

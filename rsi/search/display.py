@@ -1,4 +1,9 @@
-"""Live rich table of candidates during a search, and the closing summary."""
+"""Live rich table of candidates during a search, and the closing summary.
+
+Everything shown here may hold text that a model, an agent or a server wrote (verdict reasons quote candidate
+source and compiler errors, configs come from a reply's ``TUNABLE``, stop reasons quote server errors), so nothing
+is ever printed as rich markup: cells and lines are :class:`rich.text.Text` (see :func:`plain`).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,17 @@ from rsi.contract import Candidate
 _STYLE = {"accepted": "green", "rejected": "red"}
 
 
+def plain(text: object, style: str = "") -> Text:
+    """Untrusted text as it is: no markup (``[/bold]`` neither crashes nor vanishes), no emoji codes."""
+    return Text(str(text), style=style)
+
+
+def echo(console: Console, *parts: object, style: str = "") -> None:
+    """Print untrusted text verbatim (the parts are joined without a separator)."""
+    console.print(Text.assemble(*[p if isinstance(p, Text) else str(p) for p in parts], style=style),
+                  highlight=False)
+
+
 class SearchDisplay:
     def __init__(self, opts, run_id: str, buckets: tuple[str, ...], quiet: bool = False, max_rows: int = 25):
         self.opts, self.run_id, self.buckets, self.quiet, self.max_rows = opts, run_id, buckets, quiet, max_rows
@@ -29,8 +45,9 @@ class SearchDisplay:
             self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self.live.__enter__()
         elif not self.quiet:
-            self.console.print(f"[bold]rsi search[/] run {self.run_id}: op {self.opts.op}, backend {self.opts.backend}, "
-                               f"target {self.opts.target or 'interpreter'}" + (" (PROXY)" if self.opts.proxy else ""))
+            echo(self.console, plain("rsi search", "bold"), f" run {self.run_id}: op {self.opts.op}, backend "
+                f"{self.opts.backend}, target {self.opts.target or 'interpreter'}" + (" (PROXY)" if self.opts.proxy
+                                                                                       else ""))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -39,13 +56,13 @@ class SearchDisplay:
             self.live.__exit__(*exc)
 
     def _render(self):
-        t = Table(title=f"rsi search {self.opts.op} - run {self.run_id}" + (" (PROXY)" if self.opts.proxy else ""),
-                  expand=False)
+        t = Table(title=plain(f"rsi search {self.opts.op} - run {self.run_id}" + (" (PROXY)" if self.opts.proxy
+                                                                                  else "")), expand=False)
         for col in ("#", "candidate", "config", "verdict", "stage", *[f"{b} us" for b in self.buckets],
                     "vs compile", "reason"):
-            t.add_column(col, overflow="fold")
+            t.add_column(plain(col), overflow="fold")
         for r in self.rows[-self.max_rows:]:
-            t.add_row(*r)
+            t.add_row(*[c if isinstance(c, Text) else plain(c) for c in r])
         parts: list[Any] = [t]
         if self.current:
             parts.append(Text(self.current, style="yellow"))
@@ -57,7 +74,7 @@ class SearchDisplay:
         if self.live is not None:
             self.live.update(self._render())
         elif not self.quiet and line:
-            self.console.print(line, highlight=False)
+            echo(self.console, line)
 
     def start(self, seq: int, cand: Candidate) -> None:
         self.current = f"judging #{seq} {cand.hash[:10]} {dict(cand.config)} ..."
@@ -90,28 +107,37 @@ def _short(config) -> str:
 
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
-    console.print(f"\n[bold]Summary[/] run {summary['run_id']} ({summary['op']}, {summary['backend']}, "
-                  f"target {summary['target'] or 'interpreter'}{', PROXY' if summary.get('proxy') else ''}): "
-                  f"{summary['candidates']} candidates, {summary['accepted']} accepted, rejected by stage "
-                  f"{summary['rejected_by_stage'] or '{}'}")
+    echo(console, "\n", plain("Summary", "bold"),
+         f" run {summary['run_id']} ({summary['op']}, {summary['backend']}, target {summary['target'] or 'interpreter'}"
+         f"{', PROXY' if summary.get('proxy') else ''}): {summary['candidates']} candidates, {summary['accepted']} "
+         f"accepted, rejected by stage {summary['rejected_by_stage'] or '{}'}")
     best = summary.get("best")
     if not best:
-        console.print("No candidate was accepted.")
+        echo(console, "No candidate was accepted.")
     else:
-        console.print(f"Best candidate {best['candidate'][:12]} config {_short(best['config'])}")
+        echo(console, f"Best candidate {best['candidate'][:12]} config {_short(best['config'])}")
         if isinstance(best["per_shape"], str):
-            console.print(f"  {best['per_shape']}")
+            echo(console, f"  {best['per_shape']}")
         else:
             t = Table()
             keys = [k for k in best["per_shape"][0] if k.startswith("vs_")]
             for c in ("bucket", "p50 us", "% copy", *keys):
-                t.add_column(c)
+                t.add_column(plain(c))
             for r in best["per_shape"]:
-                t.add_row(r["bucket"], f"{r['p50_us']:.1f}", f"{r['pct_copy']:.1f}", *[f"{r[k]:.3f}x" for k in keys])
+                t.add_row(plain(r["bucket"]), f"{r['p50_us']:.1f}", f"{r['pct_copy']:.1f}",
+                          *[f"{r[k]:.3f}x" for k in keys])
             console.print(t)
     for p in summary.get("promoted", []):
-        console.print(f"Promoted {p['candidate'][:12]} -> {p['record']}/record.json"
-                      + (" (locked)" if p["locked"] else " (proxy: not locked)"))
+        echo(console, f"Promoted {p['candidate'][:12]} -> {p['record']}/record.json"
+             + (" (locked)" if p["locked"] else " (proxy: not locked)"))
     if not summary.get("promoted"):
-        console.print("Nothing promoted" + (" (interpreter runs never promote)" if summary["backend"] != "cuda" else ""))
+        echo(console, "Nothing promoted" + (" (interpreter runs never promote)" if summary["backend"] != "cuda" else ""))
+    prop = summary.get("proposer") or {}
+    if prop.get("stop_reason"):  # LLM, agent and replay proposers: why the proposer stopped
+        echo(console, f"Proposer stopped: {prop['stop_reason']}")
+    spent = prop.get("spent")
+    if spent:
+        echo(console, f"Proposer spent: {spent.get('calls', 0)} calls ({spent.get('failed_calls', 0)} failed, "
+                      f"{spent.get('cached', 0)} cached), {spent.get('input_tokens', 0)}+"
+                      f"{spent.get('output_tokens', 0)} tokens, ${spent.get('cost_usd', 0.0):.4f}")
     sys.stdout.flush()
