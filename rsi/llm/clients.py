@@ -3,8 +3,10 @@
 Each client turns a :class:`Prompt` into a :class:`Completion`. Retries are ours, not the libraries' (their
 ``max_retries`` is 0), so that every attempt, backoff and timeout is counted against the budget and shows in the
 transcript: rate limits (429), timeouts, connection errors and server errors (5xx) are retried with exponential
-backoff (honouring Retry-After); anything else (a bad key, an unknown model) fails at once. Keys come from the
-environment only and are never returned, logged or stored; :meth:`redact` scrubs them from error text.
+backoff (honouring Retry-After); anything else (a bad key, an unknown model) fails at once. A 200 whose body is not
+a completion (truncated JSON, a proxy's HTML page, JSON of another shape) is an :class:`UnexpectedResponse`, retried
+like a server error. Keys come from the environment only and are never returned, logged or stored; :meth:`redact`
+scrubs them from error text.
 """
 
 from __future__ import annotations
@@ -26,6 +28,38 @@ KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "opena
 
 class ConfigError(ValueError):
     """A proposer that cannot start; the message names what is missing and what to do."""
+
+
+class UnexpectedResponse(Exception):
+    """A response the server called a success whose body is not what the protocol says (retried like a 5xx)."""
+
+
+def _snippet(body: Any, limit: int = 200) -> str:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str):
+        try:
+            body = body.to_json(indent=None)  # the libraries' models
+        except Exception:  # noqa: BLE001 - only for a message
+            body = repr(body)
+    body = " ".join(body.split())
+    return repr(body[:limit] + ("..." if len(body) > limit else "")) if body else "an empty body"
+
+
+def _checked(send: Callable[[], Any], lib: Any, extract: Callable[[Any], Any]) -> Callable[[], Any]:
+    """``send`` then ``extract``; a body the library cannot decode or ``extract`` cannot read is UnexpectedResponse."""
+    def attempt() -> Any:
+        try:
+            r = send()
+        except lib.APIError:
+            raise
+        except json.JSONDecodeError as e:
+            raise UnexpectedResponse(f"the body is not valid JSON ({e.msg} at char {e.pos}): {_snippet(e.doc)}") \
+                from None
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+            raise UnexpectedResponse(f"the library could not read the body ({type(e).__name__}: {e})") from None
+        return extract(r)
+    return attempt
 
 
 class LLMCallError(RuntimeError):
@@ -97,6 +131,8 @@ def call_with_retries(fn: Callable[[], Any], policy: RetryPolicy, lib: Any, reda
             wait = _retry_after(getattr(e.response, "headers", None))
         except lib.APITimeoutError:
             why, wait = f"request timed out after {policy.timeout_s:g} s", None
+        except UnexpectedResponse as e:
+            why, wait = redact(f"unexpected response: {e}"), None
         except lib.APIConnectionError as e:
             why, wait = redact(f"connection error: {e}"), None
         if attempt > policy.retries:
@@ -150,11 +186,17 @@ class OpenAIChat(_KeyedClient):
 
     def _served_model(self) -> str:
         """A local server serves one model (usually): ask it which, as `--model` was not given."""
-        models, _, _ = call_with_retries(lambda: list(self._api.models.list()), self.policy, self._lib, self.redact,
-                                         say=self.say)
+        def ids(page: Any) -> list[str]:
+            models = list(getattr(page, "data", None) or [])
+            if isinstance(page, (str, bytes)) or not all(isinstance(getattr(m, "id", None), str) for m in models):
+                raise UnexpectedResponse(f"not a model list: {_snippet(page)}")
+            return [m.id for m in models]
+
+        models, _, _ = call_with_retries(_checked(lambda: self._api.models.list(), self._lib, ids), self.policy,
+                                         self._lib, self.redact, say=self.say)
         if not models:
             raise ConfigError("the server lists no models; pass --model")
-        return models[0].id
+        return models[0]
 
     def complete(self, prompt: Prompt, seq: int) -> Completion:
         kwargs: dict[str, Any] = {"model": self.model, "messages": [
@@ -163,14 +205,23 @@ class OpenAIChat(_KeyedClient):
         kwargs["max_completion_tokens" if self.provider == "openai" else "max_tokens"] = self.max_output_tokens
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        r, attempts, wall = call_with_retries(lambda: self._api.chat.completions.create(**kwargs), self.policy,
-                                              self._lib, self.redact, say=self.say)
-        choice = r.choices[0] if r.choices else None
-        usage = r.usage
-        return Completion(text=(choice.message.content or "") if choice else "",
-                          input_tokens=usage.prompt_tokens if usage else 0,
-                          output_tokens=usage.completion_tokens if usage else 0,
-                          finish_reason=choice.finish_reason if choice else None, attempts=attempts, wall_s=wall)
+        send = _checked(lambda: self._api.chat.completions.create(**kwargs), self._lib, self._read)
+        c, attempts, wall = call_with_retries(send, self.policy, self._lib, self.redact, say=self.say)
+        return Completion(**c, attempts=attempts, wall_s=wall)
+
+    @staticmethod
+    def _read(r: Any) -> dict[str, Any]:
+        choices = getattr(r, "choices", None)
+        if isinstance(r, (str, bytes)) or not isinstance(choices, list) or not choices:
+            raise UnexpectedResponse(f"not a chat completion (no choices): {_snippet(r)}")
+        message = getattr(choices[0], "message", None)
+        content = getattr(message, "content", None)
+        if message is None or not isinstance(content, (str, type(None))):
+            raise UnexpectedResponse(f"a chat completion without a message: {_snippet(r)}")
+        usage = getattr(r, "usage", None)
+        return {"text": content or "", "input_tokens": _count(getattr(usage, "prompt_tokens", None)),
+                "output_tokens": _count(getattr(usage, "completion_tokens", None)),
+                "finish_reason": getattr(choices[0], "finish_reason", None)}
 
 
 class AnthropicMessages(_KeyedClient):
@@ -189,11 +240,22 @@ class AnthropicMessages(_KeyedClient):
                                   "messages": [{"role": "user", "content": prompt.user}]}
         if self.temperature is not None:  # this SDK's create() has no temperature argument; the API may take it
             kwargs["extra_body"] = {"temperature": self.temperature}
-        r, attempts, wall = call_with_retries(lambda: self._api.messages.create(**kwargs), self.policy, self._lib,
-                                              self.redact, say=self.say)
-        text = "".join(getattr(b, "text", "") for b in r.content if getattr(b, "type", "") == "text")
-        return Completion(text=text, input_tokens=r.usage.input_tokens, output_tokens=r.usage.output_tokens,
-                          finish_reason=r.stop_reason, attempts=attempts, wall_s=wall)
+        send = _checked(lambda: self._api.messages.create(**kwargs), self._lib, self._read)
+        c, attempts, wall = call_with_retries(send, self.policy, self._lib, self.redact, say=self.say)
+        return Completion(**c, attempts=attempts, wall_s=wall)
+
+    @staticmethod
+    def _read(r: Any) -> dict[str, Any]:
+        content = getattr(r, "content", None)
+        if isinstance(r, (str, bytes)) or not isinstance(content, list):
+            raise UnexpectedResponse(f"not a message (no content): {_snippet(r)}")
+        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", "") == "text"]
+        if not all(isinstance(t, str) for t in texts):
+            raise UnexpectedResponse(f"a message with a malformed text block: {_snippet(r)}")
+        usage = getattr(r, "usage", None)
+        return {"text": "".join(texts), "input_tokens": _count(getattr(usage, "input_tokens", None)),
+                "output_tokens": _count(getattr(usage, "output_tokens", None)),
+                "finish_reason": getattr(r, "stop_reason", None)}
 
 
 class AgentInbox:
@@ -258,6 +320,10 @@ class AgentInbox:
                 self.say(f"still waiting for {reply} ({waited:.0f} s of {self.timeout_s:.0f} s)")
                 last_note = time.monotonic()
             time.sleep(self.poll_s)
+
+
+def _count(n: Any) -> int:
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
 
 
 def stderr_say(quiet: bool) -> Callable[[str], None]:

@@ -314,7 +314,9 @@ class LLMProposer:
         self.say(f"call {seq}: asking {self.client.provider} {self.client.model} ({prompt.chars:,} chars)")
         try:
             comp = self.client.complete(prompt, seq)
-        except LLMCallError as e:
+        except Exception as exc:  # noqa: BLE001 - whatever a client trips over is a failed call, not a crash
+            e = exc if isinstance(exc, LLMCallError) else LLMCallError(
+                f"unexpected error in the {self.client.provider} client: {type(exc).__name__}: {exc}")
             self.budget.spent.add({}, 0.0, e.wall_s, cached=False, failed=True)
             self.errors_in_row += 1
             msg = self.client.redact(str(e))

@@ -2,8 +2,11 @@
 
 Tests drive the real ``openai`` and ``anthropic`` client libraries against them. Each server plays a script of
 actions, one per request: ``("reply", text)``, ``("status", code)`` (an error body in the protocol's format,
-``Retry-After`` set for 429), ``("sleep", seconds, text)`` (answer late, to provoke a client timeout). When the
-script runs out it answers 500. Every request is recorded (path, headers, JSON body). Only 127.0.0.1 is bound.
+``Retry-After`` set for 429), ``("sleep", seconds, text)`` (answer late, to provoke a client timeout),
+``("raw", body, content_type)`` (a 200 with exactly that body: truncated JSON, an HTML page from a proxy...),
+``("nousage", text)`` (a reply without its ``usage`` object), ``("echo_key", text)`` (a reply whose text is
+followed by the request's own key, as a misconfigured proxy may echo it). When the script runs out it answers 500.
+Every request is recorded (path, headers, JSON body). Only 127.0.0.1 is bound.
 """
 
 from __future__ import annotations
@@ -77,11 +80,12 @@ class LoopbackLLM:
             def log_message(self, *args) -> None:
                 pass
 
-            def _send(self, code: int, body: dict, headers: dict | None = None) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, code: int, body: dict | str, headers: dict | None = None,
+                      content_type: str = "application/json") -> None:
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 try:
                     self.send_response(code)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", content_type)
                     self.send_header("content-length", str(len(data)))
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)
@@ -106,6 +110,16 @@ class LoopbackLLM:
                     action = outer.actions.pop(0) if outer.actions else ("status", 500)
                 if action[0] == "reply":
                     self._send(200, outer._ok_body(body, action[1]))
+                elif action[0] == "raw":
+                    self._send(200, action[1], content_type=action[2])
+                elif action[0] == "nousage":
+                    ok = outer._ok_body(body, action[1])
+                    ok.pop("usage")
+                    self._send(200, ok)
+                elif action[0] == "echo_key":
+                    auth = self.headers.get("authorization", "").removeprefix("Bearer ")
+                    key = self.headers.get("x-api-key") or auth
+                    self._send(200, outer._ok_body(body, f"{action[1]}\n(your key: {key})"))
                 elif action[0] == "sleep":
                     time.sleep(action[1])
                     self._send(200, outer._ok_body(body, action[2]))

@@ -127,3 +127,33 @@ def test_agent_inbox_timeout_is_fatal(tmp_path):
     with pytest.raises(LLMCallError) as e:
         inbox.complete(PROMPT, 1)
     assert e.value.fatal and "reply-0001.md" in str(e.value) and "--resume run-1" in str(e.value)
+
+
+# 200 responses that are not a completion: what proxies and gateways (LiteLLM, nginx) send when something behind them
+# breaks. Each is a call error, retried like a 5xx, never a raw traceback.
+UNEXPECTED = {"truncated JSON": ("raw", '{"id": "chatcmpl-x", "choices": [{"index": 0, "mess', "application/json"),
+              "HTML page": ("raw", "<html><body><h1>502 Bad Gateway</h1>nginx</body></html>", "text/html"),
+              "empty body": ("raw", "", "application/json"),
+              "JSON that is no completion": ("raw", '{"status": "ok"}', "application/json")}
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("what", sorted(UNEXPECTED))
+def test_an_unexpected_body_is_retried(protocol, what):
+    with LoopbackLLM(protocol, [UNEXPECTED[what], ("reply", "in the end")]) as srv:
+        client = _openai(srv) if protocol == "openai" else _anthropic(srv)
+        c = client.complete(PROMPT, 1)
+    assert c.text == "in the end" and c.attempts == 2 and len(srv.completions()) == 2
+
+
+def test_unexpected_bodies_give_up_as_a_call_error_that_names_them():
+    with LoopbackLLM("anthropic", [UNEXPECTED["HTML page"]] * 4) as srv, pytest.raises(LLMCallError) as e:
+        _anthropic(srv).complete(PROMPT, 1)
+    assert not e.value.fatal and e.value.attempts == 4 and len(srv.completions()) == 4
+    assert "unexpected response" in str(e.value) and "502 Bad Gateway" in str(e.value)
+
+
+def test_an_anthropic_message_without_usage_is_a_reply():
+    with LoopbackLLM("anthropic", [("nousage", "no usage here")]) as srv:
+        c = _anthropic(srv).complete(PROMPT, 1)
+    assert c.text == "no usage here" and c.attempts == 1

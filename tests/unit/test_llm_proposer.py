@@ -197,3 +197,26 @@ def test_the_locked_verified_kernel_is_the_current_best(tmp_path, store):
     assert f"## Current best: verified kernel {locked.hash[:12]} (locked for h200)" in text
     assert "full: p50 800.0 us, 4400 GB/s = 98.1% of copy bandwidth (1.040x vs compile, 2.600x vs eager)" in text
     assert proposal.candidate.parent == locked.hash
+
+
+def test_an_unexpected_body_is_a_recorded_and_counted_call_error(tmp_path, store, monkeypatch):
+    """A gateway's HTML page with status 200: recorded in the transcript, counted, and the next call goes on."""
+    from rsi.llm.clients import OpenAIChat, RetryPolicy
+    from tests.unit.llm_servers import LoopbackLLM
+
+    run_id = _run(store)
+    html = ("raw", "<html><body>502 Bad Gateway</body></html>", "text/html")
+    with LoopbackLLM("openai", [html, ("reply", reply(GOOD_KERNEL))]) as srv:
+        client = OpenAIChat("openai", "gpt-4.1", "sk-test-0123456789", srv.url, RetryPolicy(0, 0.01, 0.05, 2.0),
+                            256, None, lambda s: None)
+        p = _proposer(tmp_path, store, run_id, client)
+        proposal = p.propose()
+    assert proposal is not None and proposal.meta["call"] == 1
+    records = read_transcript(default_path(tmp_path, run_id))
+    errors = [r for r in records if r["type"] == "call_error"]
+    assert len(errors) == 1 and "unexpected response" in errors[0]["error"] and not errors[0]["fatal"]
+    assert (p.budget.spent.calls, p.budget.spent.failed_calls) == (2, 1)
+    # whatever else a client trips over is a failed call too, not a traceback that leaves the run `running`
+    odd = ScriptedClient([KeyError("choices")] * 3)
+    q = _proposer(tmp_path, store, _run(store), odd, max_consecutive_errors=3, cache=False)
+    assert q.propose() is None and "KeyError" in q.stop_reason and q.budget.spent.failed_calls == 3
