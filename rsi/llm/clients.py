@@ -76,6 +76,7 @@ class Completion:
     finish_reason: str | None = None
     attempts: int = 1
     wall_s: float = 0.0
+    usage_reported: bool = True  # False: the reply carried no (or partial) token counts; the proposer estimates them
 
     @property
     def usage(self) -> dict[str, int]:
@@ -219,9 +220,8 @@ class OpenAIChat(_KeyedClient):
         if message is None or not isinstance(content, (str, type(None))):
             raise UnexpectedResponse(f"a chat completion without a message: {_snippet(r)}")
         usage = getattr(r, "usage", None)
-        return {"text": content or "", "input_tokens": _count(getattr(usage, "prompt_tokens", None)),
-                "output_tokens": _count(getattr(usage, "completion_tokens", None)),
-                "finish_reason": getattr(choices[0], "finish_reason", None)}
+        return {"text": content or "", "finish_reason": getattr(choices[0], "finish_reason", None),
+                **_usage(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))}
 
 
 class AnthropicMessages(_KeyedClient):
@@ -253,9 +253,8 @@ class AnthropicMessages(_KeyedClient):
         if not all(isinstance(t, str) for t in texts):
             raise UnexpectedResponse(f"a message with a malformed text block: {_snippet(r)}")
         usage = getattr(r, "usage", None)
-        return {"text": "".join(texts), "input_tokens": _count(getattr(usage, "input_tokens", None)),
-                "output_tokens": _count(getattr(usage, "output_tokens", None)),
-                "finish_reason": getattr(r, "stop_reason", None)}
+        return {"text": "".join(texts), "finish_reason": getattr(r, "stop_reason", None),
+                **_usage(getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))}
 
 
 class AgentInbox:
@@ -322,8 +321,12 @@ class AgentInbox:
             time.sleep(self.poll_s)
 
 
-def _count(n: Any) -> int:
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
+def _usage(n_in: Any, n_out: Any) -> dict[str, Any]:
+    """Token counts as reported; a missing or malformed count is 0 and the reply is marked unreported."""
+    def ok(n: Any) -> bool:
+        return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+    return {"input_tokens": n_in if ok(n_in) else 0, "output_tokens": n_out if ok(n_out) else 0,
+            "usage_reported": ok(n_in) and ok(n_out)}
 
 
 def stderr_say(quiet: bool) -> Callable[[str], None]:

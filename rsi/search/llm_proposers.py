@@ -14,6 +14,7 @@ which ``--proposer replay`` replays: the same candidates in the same order, re-j
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rsi.contract import Candidate
 from rsi.llm import prompt as P
-from rsi.llm.budget import Budget, Limits, Price, Spent, load_prices, price_for
+from rsi.llm.budget import CHARS_PER_TOKEN, Budget, Limits, Price, Spent, load_prices, price_for
 from rsi.llm.cache import ResponseCache, cache_key
 from rsi.llm.clients import (
     AgentInbox,
@@ -192,6 +193,7 @@ class LLMProposer:
         self.tuner: StructureTuner | None = None
         self.next_seq = 1
         self.errors_in_row = 0
+        self._warned_usage = False
         self.stop_reason = ""
         self._prompts_seen: set[str] = set()
         self._restore(records)
@@ -328,11 +330,26 @@ class LLMProposer:
                 self._stop(f"model call failed ({msg})" + ("" if e.fatal else f", {self.errors_in_row} in a row"))
             return None, False, key
         self.errors_in_row = 0
+        if not comp.usage_reported:
+            comp = self._upper_bound(prompt, comp)
         cost = self.budget.cost(comp.input_tokens, comp.output_tokens)
         self.budget.spent.add(comp.usage, cost or 0.0, comp.wall_s, cached=False)
         self.cache.put(key, self.client.provider, self.client.model, prompt.sha256, comp.text, comp.usage,
                        comp.finish_reason)
         return comp, False, key
+
+    def _upper_bound(self, prompt: P.Prompt, comp: Completion) -> Completion:
+        """A reply without token counts is counted at the most the request could have used (the prompt's estimate,
+        the whole reply allowance), so that token and cost limits still bind."""
+        est_in = math.ceil(prompt.chars / CHARS_PER_TOKEN)
+        if not self._warned_usage:
+            self._warned_usage = True
+            self.say(f"{self.client.provider} {self.client.model} replies carry no token usage: each reply is counted "
+                     f"at its upper bound ({est_in:,} prompt tokens estimated at {CHARS_PER_TOKEN:g} characters a "
+                     f"token, plus the whole max_output_tokens={self.settings.max_output_tokens}) against the token "
+                     f"and cost limits")
+        return dataclasses.replace(comp, input_tokens=comp.input_tokens or est_in,
+                                   output_tokens=comp.output_tokens or self.settings.max_output_tokens)
 
     def _stop(self, reason: str) -> None:
         self.stop_reason = reason
@@ -449,7 +466,7 @@ class LLMProposer:
         self.transcript.write({
             "type": "call", "seq": seq, "prompt_sha256": prompt.sha256, "cache_key": key,
             "prompt_chars": prompt.chars, "system": prompt.system, "prompt": prompt.user, "reply": comp.text,
-            "usage": comp.usage, "cost_usd": cost, "cached": cached, "attempts": comp.attempts, "wall_s": comp.wall_s,
+            "usage": comp.usage, "usage_estimated": not comp.usage_reported, "cost_usd": cost, "cached": cached, "attempts": comp.attempts, "wall_s": comp.wall_s,
             "finish_reason": comp.finish_reason, "model": self.client.model, "provider": self.client.provider,
             "parse": {"ok": parsed.ok, "reason": parsed.reason, "candidate": cand.hash if cand and parsed.ok else None,
                       "config": parsed.config, "tunable": [[n, list(v)] for n, v in parsed.tunable]},

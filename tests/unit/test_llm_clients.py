@@ -157,3 +157,9 @@ def test_an_anthropic_message_without_usage_is_a_reply():
     with LoopbackLLM("anthropic", [("nousage", "no usage here")]) as srv:
         c = _anthropic(srv).complete(PROMPT, 1)
     assert c.text == "no usage here" and c.attempts == 1
+    assert not c.usage_reported and (c.input_tokens, c.output_tokens) == (0, 0)  # the proposer counts the upper bound
+    with LoopbackLLM("openai", [("nousage", "none either"), ("reply", "counted")], usage=(7, 2)) as srv:
+        client = _openai(srv)
+        bare, counted = client.complete(PROMPT, 1), client.complete(PROMPT, 2)
+    assert not bare.usage_reported and counted.usage_reported and counted.usage == {"input_tokens": 7,
+                                                                                    "output_tokens": 2}

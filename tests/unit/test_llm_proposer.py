@@ -220,3 +220,39 @@ def test_an_unexpected_body_is_a_recorded_and_counted_call_error(tmp_path, store
     odd = ScriptedClient([KeyError("choices")] * 3)
     q = _proposer(tmp_path, store, _run(store), odd, max_consecutive_errors=3, cache=False)
     assert q.propose() is None and "KeyError" in q.stop_reason and q.budget.spent.failed_calls == 3
+
+
+def test_a_reply_without_usage_is_counted_at_its_upper_bound(tmp_path, store):
+    """No `usage` in the reply: the call costs what it could have cost (prompt estimate + the whole reply allowance),
+    so token and cost limits still bind; the user is told once."""
+    import math
+
+    from rsi.llm.budget import CHARS_PER_TOKEN
+    from rsi.llm.clients import OpenAIChat, RetryPolicy
+    from tests.unit.llm_servers import LoopbackLLM
+
+    def client(srv):
+        return OpenAIChat("openai", "gpt-4.1", "sk-test-0123456789", srv.url, RetryPolicy(0, 0.01, 0.05, 2.0), 1000,
+                          None, lambda s: None)
+
+    with LoopbackLLM("openai", [("nousage", "no code yet"), ("nousage", reply(GOOD_KERNEL))]) as srv:
+        p = _proposer(tmp_path, store, _run(store), client(srv), max_output_tokens=1000, max_tokens=None,
+                      max_cost_usd=None)
+        said = []
+        p.say = said.append
+        first_chars = p.build_prompt().chars
+        assert p.propose() is not None
+    spent = p.budget.spent
+    assert spent.output_tokens == 2000 and spent.input_tokens >= 2 * math.ceil(first_chars / CHARS_PER_TOKEN)
+    assert spent.cost_usd == pytest.approx(spent.tokens / 1e6)  # the test price: $1 per million either way
+    assert len([s for s in said if "no token usage" in s]) == 1
+    calls = [r for r in read_transcript(p.transcript.path) if r["type"] == "call"]
+    assert [c["usage_estimated"] for c in calls] == [True, True] and calls[0]["usage"]["output_tokens"] == 1000
+
+    # and the token limit binds: room for one such call, not two
+    with LoopbackLLM("openai", [("nousage", "no code yet"), ("nousage", "no code either")]) as srv:
+        limit = int(1.5 * (math.ceil(first_chars / CHARS_PER_TOKEN) + 1000))
+        q = _proposer(tmp_path, store, _run(store), client(srv), max_output_tokens=1000, max_tokens=limit,
+                      max_cost_usd=None, cache=False)
+        assert q.propose() is None
+        assert len(srv.completions()) == 1 and q.stop_reason.startswith("token budget reached")
