@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # the loop imports this module lazily; these are for annotati
     from rsi.store import Store
 
 LLM_PROVIDERS = ("openai", "anthropic", "openai-compatible", "agent")
+DUPLICATE = "this exact candidate was judged already as"
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Settings:
     backoff_s: float = 2.0
     max_backoff_s: float = 60.0
     max_consecutive_errors: int = 3
+    max_unproductive_replies: int = 3     # replies in a row that add no candidate (repeats, no code) before stopping
     agent_timeout_s: float = 3600.0
     agent_poll_s: float = 1.0
     attempts_in_prompt: int = 8
@@ -265,6 +267,9 @@ class LLMProposer:
                 return p
             self.tuner = None
         while True:
+            why = self._unproductive()  # checked before each call: a resumed run counts the replies it restored
+            if why:
+                return self._stop(why)
             prompt = self.build_prompt()
             if prompt.sha256 in self._prompts_seen:  # same evidence, same (cached) reply: a loop, not a search
                 return self._stop("the prompt repeated itself: nothing new to tell the model")
@@ -284,8 +289,8 @@ class LLMProposer:
                 dup = next((a for a in self.attempts if a["candidate"] and a["source"] == cand.source
                             and a["config"] == dict(cand.config)), None)
                 if dup is not None:
-                    parsed = ParsedReply(False, f"this exact candidate was judged already as {dup['label']} "
-                                                f"({dup['status']}); propose something different")
+                    parsed = ParsedReply(False, f"{DUPLICATE} {dup['label']} ({dup['status']}); propose "
+                                                f"something different")
             self._write_call(seq, prompt, key, comp, cached, parsed, cand)
             self.next_seq = seq + 1
             if not parsed.ok:
@@ -350,6 +355,23 @@ class LLMProposer:
                      f"and cost limits")
         return dataclasses.replace(comp, input_tokens=comp.input_tokens or est_in,
                                    output_tokens=comp.output_tokens or self.settings.max_output_tokens)
+
+    def _unproductive(self) -> str:
+        """Why to stop when the last replies in a row added no candidate ('' while fewer than the limit)."""
+        tail = []
+        for a in reversed(self.attempts):
+            if a["kind"] != "reply":
+                break
+            tail.append(a)
+        limit = self.settings.max_unproductive_replies
+        if limit <= 0 or len(tail) < limit:
+            return ""
+        repeats = sum(a["reason"].startswith(DUPLICATE) for a in tail)
+        kinds = [f"{repeats} repeated an already-judged candidate"] if repeats else []
+        kinds += [f"{len(tail) - repeats} had no usable code block"] if len(tail) > repeats else []
+        return (f"{len(tail)} replies in a row added no new candidate ({', '.join(kinds)}; last: "
+                f"{tail[0]['reason'][:160]}); stopped so as not to spend the rest of the call budget "
+                f"(max_unproductive_replies={limit})")
 
     def _stop(self, reason: str) -> None:
         self.stop_reason = reason

@@ -256,3 +256,25 @@ def test_a_reply_without_usage_is_counted_at_its_upper_bound(tmp_path, store):
                       max_cost_usd=None, cache=False)
         assert q.propose() is None
         assert len(srv.completions()) == 1 and q.stop_reason.startswith("token budget reached")
+
+
+def test_replies_that_add_nothing_stop_the_proposer(tmp_path, store):
+    """A model stuck on a judged candidate (or on prose) would burn the whole call budget: three such replies in a
+    row stop it, with a reason that says so."""
+    run_id = _run(store)
+    stuck = ScriptedClient([reply(GOOD_KERNEL)] * 8)
+    p = _proposer(tmp_path, store, run_id, stuck, hybrid_tune=0, max_calls=8)
+    _judge(store, run_id, 0, p, p.propose())
+    assert p.propose() is None and len(stuck.prompts) == 4  # the structure, then three repeats of it
+    reason = p.summary()["stop_reason"]
+    assert "3 replies in a row added no new candidate" in reason and "3 repeated an already-judged candidate" in reason
+
+    prose = ScriptedClient(["Let me think about tiling."] * 8)
+    q = _proposer(tmp_path, store, _run(store), prose, max_calls=8, cache=False)
+    assert q.propose() is None and len(prose.prompts) == 3
+    assert "3 had no usable code block" in q.stop_reason
+
+    # the count survives a restart: two more rejected replies after a resume are enough
+    resumed = ScriptedClient(["still thinking"] * 8)
+    r = _proposer(tmp_path, store, run_id, resumed, hybrid_tune=0, max_calls=8, max_unproductive_replies=5)
+    assert r.propose() is None and len(resumed.prompts) == 2
