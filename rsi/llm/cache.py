@@ -1,8 +1,10 @@
-"""Response cache: a reply per (provider, model, prompt, sampling parameters), in the run's SQLite database.
+"""Response cache: a reply per (scope, provider, model, prompt, sampling parameters), in the run's SQLite database.
 
 A resumed run rebuilds the same prompts from the same evidence, so every reply it already paid for is served from
-here. The table lives next to ``rsi_*`` in the same file (prefix ``rsi_llm_``). Only the reply text and its token
-counts are stored; never a key or a header.
+here. The scope is the run (``run:<id>``): a fresh run with the same evidence asks the model again, as it would
+expect; ``shared`` (the ``share_cache`` setting) lets every run of the database reuse every reply. The table lives
+next to ``rsi_*`` in the same file (prefix ``rsi_llm_``). Only the reply text (with known secrets redacted) and its
+token counts are stored; never a key or a header.
 """
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ CREATE TABLE IF NOT EXISTS rsi_llm_cache (
 """
 
 
-def cache_key(provider: str, model: str, system: str, user: str, params: dict) -> str:
+SHARED = "shared"
+
+
+def run_scope(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def cache_key(provider: str, model: str, system: str, user: str, params: dict, scope: str = SHARED) -> str:
     return sha256_text(canonical_json({"provider": provider, "model": model, "system": system, "user": user,
-                                       "params": params}))
+                                       "params": params, "scope": scope}))
 
 
 class ResponseCache:

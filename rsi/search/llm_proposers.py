@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rsi.contract import Candidate
 from rsi.llm import prompt as P
 from rsi.llm.budget import CHARS_PER_TOKEN, Budget, Limits, Price, Spent, load_prices, price_for
-from rsi.llm.cache import ResponseCache, cache_key
+from rsi.llm.cache import SHARED, ResponseCache, cache_key, run_scope
 from rsi.llm.clients import (
     AgentInbox,
     AnthropicMessages,
@@ -87,6 +87,7 @@ class Settings:
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
     cache: bool = True
+    share_cache: bool = False             # serve any run's cached replies, not only this run's (resumes)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], environ: Mapping[str, str]) -> Settings:
@@ -306,7 +307,8 @@ class LLMProposer:
 
     def _ask(self, prompt: P.Prompt, seq: int) -> tuple[Completion | None, bool, str]:
         params = {"max_output_tokens": self.settings.max_output_tokens, "temperature": self.settings.temperature}
-        key = cache_key(self.client.provider, self.client.model, prompt.system, prompt.user, params)
+        key = cache_key(self.client.provider, self.client.model, prompt.system, prompt.user, params,
+                        SHARED if self.settings.share_cache else run_scope(self.run_id))
         hit = self.cache.get(key)
         if hit is not None:
             self.say(f"call {seq}: reply served from the response cache")

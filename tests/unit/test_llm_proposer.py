@@ -278,3 +278,18 @@ def test_replies_that_add_nothing_stop_the_proposer(tmp_path, store):
     resumed = ScriptedClient(["still thinking"] * 8)
     r = _proposer(tmp_path, store, run_id, resumed, hybrid_tune=0, max_calls=8, max_unproductive_replies=5)
     assert r.propose() is None and len(resumed.prompts) == 2
+
+
+def test_the_response_cache_answers_its_own_run_only_unless_shared(tmp_path, store):
+    """A resume is served from the cache; a fresh run asks the model again (the same prompt may deserve another
+    sample), unless the cache is shared on purpose."""
+    first = ScriptedClient([reply(GOOD_KERNEL)])
+    a = _proposer(tmp_path, store, _run(store), first).propose()
+    fresh = ScriptedClient([reply(CHEAT_KERNEL)])
+    b = _proposer(tmp_path, store, _run(store), fresh).propose()
+    assert len(fresh.prompts) == 1 and fresh.prompts[0] == first.prompts[0]  # the same prompt, asked again
+    assert b.candidate.source == CHEAT_KERNEL != a.candidate.source
+
+    sharing = [ScriptedClient([reply(GOOD_KERNEL)]), ScriptedClient([])]
+    c, d = (_proposer(tmp_path, store, _run(store), cl, share_cache=True).propose() for cl in sharing)
+    assert sharing[1].prompts == [] and d.candidate.source == c.candidate.source  # served from the shared cache
