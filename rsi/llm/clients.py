@@ -24,6 +24,22 @@ from typing import Any, Protocol
 from rsi.llm.prompt import Prompt
 
 KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai-compatible": "OPENAI_API_KEY"}
+# every variable a client (ours or the libraries') may read a credential from: all are redacted, whoever is used
+SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8  # shorter values ("EMPTY", "x") are placeholders; replacing them would mangle ordinary text
+
+
+def known_secrets(environ: Mapping[str, str], extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The configured secrets, longest first (so that a key containing another is replaced whole)."""
+    values = {v.strip() for v in [*(environ.get(n, "") for n in SECRET_VARS), *extra]}
+    return tuple(sorted((v for v in values if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True))
+
+
+def redact_secrets(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 class ConfigError(ValueError):
@@ -165,7 +181,7 @@ class _KeyedClient:
         self.max_output_tokens, self.temperature, self.say = max_output_tokens, temperature, say
 
     def redact(self, text: str) -> str:
-        return text.replace(self._key, "[redacted]") if self._key and len(self._key) >= 8 else text
+        return redact_secrets(text, known_secrets(os.environ, (self._key,)))
 
     def __repr__(self) -> str:  # never show the key, even in a traceback's locals
         return f"{type(self).__name__}(provider={self.provider!r}, model={self.model!r})"
@@ -286,7 +302,7 @@ class AgentInbox:
                                   f"each run (or --resume that run)")
 
     def redact(self, text: str) -> str:
-        return text
+        return redact_secrets(text, known_secrets(os.environ))
 
     def paths(self, seq: int) -> tuple[Path, Path, Path]:
         return (self.inbox / f"prompt-{seq:04d}.md", self.inbox / f"prompt-{seq:04d}.json",

@@ -49,7 +49,7 @@ class ReplayProposer:
         events = _replay_events(records, get_op_group(opts.op))
         path, resumed = transcript_path(store.conn, opts.root, run_id, opts.op, None)
         done = {e["candidate"] for e in store.evaluations(run_id)}
-        writer = TranscriptWriter(path)
+        writer = TranscriptWriter(path)  # redacts every configured secret, like any transcript
         register(store.conn, run_id, path, "replay")
         writer.write({"type": "resume" if resumed else "header", "run_id": run_id, "op": opts.op,
                       "proposer": "replay", "model": head.get("model"), "replay_of": str(source.resolve()),

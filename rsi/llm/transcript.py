@@ -67,12 +67,15 @@ class TranscriptWriter:
     def __init__(self, path: Path, secrets: Iterable[str] = ()):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.secrets = [s for s in secrets if s and len(s) >= 8]
+        self.secrets = tuple(secrets)
 
     def write(self, record: dict[str, Any]) -> None:
+        from rsi.llm.clients import known_secrets
+
         line = json.dumps(record, sort_keys=True, default=str)
-        for s in self.secrets:
-            line = line.replace(s, "[redacted]")
+        # a secret as it appears inside a JSON string (json.dumps escapes quotes and backslashes)
+        for s in known_secrets(os.environ, self.secrets):
+            line = line.replace(json.dumps(s)[1:-1], "[redacted]")
         with open(self.path, "a") as f:  # one line per event, flushed at once: a killed run loses nothing
             f.write(line + "\n")
 

@@ -40,6 +40,8 @@ from rsi.llm.clients import (
     OpenAIChat,
     RetryPolicy,
     api_key,
+    known_secrets,
+    redact_secrets,
     stderr_say,
 )
 from rsi.llm.replay import ReplayProposer
@@ -190,6 +192,9 @@ class LLMProposer:
         self.template = template_source(space.template) if space.template else ""
         run = store.get_run(run_id)
         self.run_env = run.env if run else {}
+        # replies are redacted as they arrive, before the cache, the transcript or a candidate sees them: the
+        # candidate is the redacted source, so a resume or a replay rebuilds its hash from the transcript
+        self.secrets = known_secrets(os.environ, tuple(transcript.secrets))
         self.cache = ResponseCache(store.conn, settings.cache)
         self.budget = Budget(settings.limits(), price, settings.max_output_tokens, Spent.from_records(records))
         self.attempts: list[dict] = []          # judged candidates and rejected replies, in order
@@ -314,8 +319,8 @@ class LLMProposer:
             self.say(f"call {seq}: reply served from the response cache")
             self.budget.spent.add({}, 0.0, 0.0, cached=True)
             u = hit["usage"]
-            return Completion(hit["reply"], u.get("input_tokens", 0), u.get("output_tokens", 0),
-                              hit["finish_reason"], attempts=0), True, key
+            return Completion(redact_secrets(hit["reply"], self.secrets), u.get("input_tokens", 0),
+                              u.get("output_tokens", 0), hit["finish_reason"], attempts=0), True, key
         why = self.budget.refuse(prompt.chars)
         if why:
             self._stop(why)
@@ -328,7 +333,7 @@ class LLMProposer:
                 f"unexpected error in the {self.client.provider} client: {type(exc).__name__}: {exc}")
             self.budget.spent.add({}, 0.0, e.wall_s, cached=False, failed=True)
             self.errors_in_row += 1
-            msg = self.client.redact(str(e))
+            msg = redact_secrets(self.client.redact(str(e)), self.secrets)
             self.transcript.write({"type": "call_error", "seq": seq, "error": msg, "fatal": e.fatal,
                                    "attempts": e.attempts, "wall_s": e.wall_s,
                                    "spent": self.budget.spent.to_json()})
@@ -337,6 +342,7 @@ class LLMProposer:
                 self._stop(f"model call failed ({msg})" + ("" if e.fatal else f", {self.errors_in_row} in a row"))
             return None, False, key
         self.errors_in_row = 0
+        comp = dataclasses.replace(comp, text=redact_secrets(comp.text, self.secrets))
         if not comp.usage_reported:
             comp = self._upper_bound(prompt, comp)
         cost = self.budget.cost(comp.input_tokens, comp.output_tokens)

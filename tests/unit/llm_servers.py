@@ -4,8 +4,8 @@ Tests drive the real ``openai`` and ``anthropic`` client libraries against them.
 actions, one per request: ``("reply", text)``, ``("status", code)`` (an error body in the protocol's format,
 ``Retry-After`` set for 429), ``("sleep", seconds, text)`` (answer late, to provoke a client timeout),
 ``("raw", body, content_type)`` (a 200 with exactly that body: truncated JSON, an HTML page from a proxy...),
-``("nousage", text)`` (a reply without its ``usage`` object), ``("echo_key", text)`` (a reply whose text is
-followed by the request's own key, as a misconfigured proxy may echo it). When the script runs out it answers 500.
+``("nousage", text)`` (a reply without its ``usage`` object), ``("echo_key", text)`` (a reply whose ``{KEY}``
+placeholders are replaced by the request's own key, as a misconfigured proxy may echo it). When the script runs out it answers 500.
 Every request is recorded (path, headers, JSON body). Only 127.0.0.1 is bound.
 """
 
@@ -119,7 +119,7 @@ class LoopbackLLM:
                 elif action[0] == "echo_key":
                     auth = self.headers.get("authorization", "").removeprefix("Bearer ")
                     key = self.headers.get("x-api-key") or auth
-                    self._send(200, outer._ok_body(body, f"{action[1]}\n(your key: {key})"))
+                    self._send(200, outer._ok_body(body, action[1].replace("{KEY}", key)))
                 elif action[0] == "sleep":
                     time.sleep(action[1])
                     self._send(200, outer._ok_body(body, action[2]))

@@ -293,3 +293,36 @@ def test_the_response_cache_answers_its_own_run_only_unless_shared(tmp_path, sto
     sharing = [ScriptedClient([reply(GOOD_KERNEL)]), ScriptedClient([])]
     c, d = (_proposer(tmp_path, store, _run(store), cl, share_cache=True).propose() for cl in sharing)
     assert sharing[1].prompts == [] and d.candidate.source == c.candidate.source  # served from the shared cache
+
+
+def test_a_key_echoed_in_a_reply_is_stored_nowhere_and_replay_stays_consistent(tmp_path, store, monkeypatch):
+    """A proxy that echoes the request's key inside a 200 reply: the key is redacted from the reply before anything
+    is stored (response cache, transcript, the candidate's kernel.py), so the candidate is the redacted source and
+    a resume or a replay rebuilds the same hash from the transcript."""
+    from rsi.llm.clients import OpenAIChat, RetryPolicy
+    from rsi.llm.replay import _replay_events
+    from rsi.refs import get_op_group
+    from tests.unit.llm_servers import LoopbackLLM
+
+    key, other = "sk-echoed-0123456789abcdef", "sk-ant-other-key-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", other)  # every key the clients read is a secret, not only the one used
+    run_id = _run(store)
+    echoed = reply("# served for {KEY}\n" + GOOD_KERNEL, prose="Proxy debug: {KEY} / " + other)
+    with LoopbackLLM("openai", [("echo_key", echoed)]) as srv:
+        client = OpenAIChat("openai", "gpt-4.1", key, srv.url, RetryPolicy(0, 0.01, 0.05, 2.0), 256, None,
+                            lambda s: None)
+        p = _proposer(tmp_path, store, run_id, client)
+        proposal = p.propose()
+    assert srv.completions()[0]["headers"]["authorization"] == f"Bearer {key}"  # the key was used
+    assert proposal.candidate.source.startswith("# served for [redacted]\n")
+    _judge(store, run_id, 0, p, proposal)
+    for f in (f for f in tmp_path.rglob("*") if f.is_file()):  # cache rows, transcript, kernel.py, verdicts
+        data = f.read_bytes()
+        assert key.encode() not in data and other.encode() not in data, f
+    assert all(key not in r[0] for r in store.conn.execute("SELECT reply FROM rsi_llm_cache"))
+    records = read_transcript(default_path(tmp_path, run_id))
+    events = _replay_events(records, get_op_group("swiglu"))  # raises if the transcript does not rebuild the hash
+    assert [c.hash for what, _, c in events if what == "candidate"] == [proposal.candidate.hash]
+    resumed = _proposer(tmp_path, store, run_id, ScriptedClient([]))  # restores from the redacted transcript
+    assert [a["candidate"] for a in resumed.attempts] == [proposal.candidate.hash]
