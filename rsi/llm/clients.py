@@ -278,8 +278,12 @@ class AgentInbox:
 
     For call N the loop writes ``prompt-000N.md`` and ``prompt-000N.json`` (run id, sequence number, prompt hash,
     the reply file's name) into the inbox and waits for ``reply-000N.md``; the reply is parsed exactly like a
-    model's. Write the reply under another name and rename it, or it may be read half-written.
+    model's. The protocol: write the reply under another name (``reply-000N.md.tmp``) and rename it into place. A
+    file is taken only once it is non-empty and its size and modification time have held over two polls (and did
+    not change while it was read), so a writer that pauses for less than two polls is not cut short either.
     """
+
+    STABLE_POLLS = 2
 
     provider = "agent"
     model = "agent"
@@ -318,14 +322,17 @@ class AgentInbox:
             os.replace(tmp, path)
         start = time.monotonic()
         self.say(f"prompt written to {md}; waiting for {reply} (timeout {self.timeout_s:.0f} s)")
-        last_note, last_size = start, -1
+        last_note, last, held = start, None, 0
         while True:
-            if reply.exists():
-                size = reply.stat().st_size
-                if size > 0 and size == last_size:  # unchanged over one poll: the writer is done
-                    return Completion(text=reply.read_text(), finish_reason="reply file",
+            seen = _file_state(reply)
+            held = held + 1 if seen is not None and seen[0] > 0 and seen == last else 0
+            last = seen
+            if held >= self.STABLE_POLLS:  # unchanged over two polls: the writer is done (or renamed it whole)
+                data = reply.read_bytes()
+                if _file_state(reply) == seen and len(data) == seen[0]:
+                    return Completion(text=data.decode("utf-8", "replace"), finish_reason="reply file",
                                       wall_s=time.monotonic() - start)
-                last_size = size
+                held = 0  # it changed while being read: wait for it to settle again
             waited = time.monotonic() - start
             if waited > self.timeout_s:
                 raise LLMCallError(f"no {reply.name} in {self.inbox} within {self.timeout_s:.0f} s; the prompt stays "
@@ -343,6 +350,15 @@ def _usage(n_in: Any, n_out: Any) -> dict[str, Any]:
         return isinstance(n, int) and not isinstance(n, bool) and n >= 0
     return {"input_tokens": n_in if ok(n_in) else 0, "output_tokens": n_out if ok(n_out) else 0,
             "usage_reported": ok(n_in) and ok(n_out)}
+
+
+def _file_state(path: Path) -> tuple[int, int] | None:
+    """(size, modification time in ns), or None where there is no file (yet)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def stderr_say(quiet: bool) -> Callable[[str], None]:

@@ -163,3 +163,28 @@ def test_an_anthropic_message_without_usage_is_a_reply():
         bare, counted = client.complete(PROMPT, 1), client.complete(PROMPT, 2)
     assert not bare.usage_reported and counted.usage_reported and counted.usage == {"input_tokens": 7,
                                                                                     "output_tokens": 2}
+
+
+def test_agent_inbox_waits_for_a_reply_that_is_still_being_written(tmp_path, monkeypatch):
+    """An agent that writes its reply in place, in two parts with a pause between them: the half is not taken. The
+    inbox takes a file only once its size and modification time have held over two polls (or it was renamed into
+    place whole, which always passes that test)."""
+    import rsi.llm.clients as clients
+
+    inbox = AgentInbox(tmp_path, "run-1", "swiglu", timeout_s=20, poll_s=0.01, say=lambda s: None)
+    path = tmp_path / "reply-0001.md"
+    first, rest = "Here is my kernel:\n```python\ndef launch(x", "):\n    return x\n```\n"
+    steps = [lambda: path.write_text(first), lambda: None,                     # written, then a pause of one poll
+             lambda: path.write_text(first + rest)] + [lambda: None] * 10      # ... then the rest
+    polls = []
+    real_sleep = time.sleep
+
+    def sleep(s):  # each poll's wait is one step of the writer
+        polls.append(s)
+        (steps.pop(0) if steps else (lambda: None))()
+        real_sleep(0.002)  # let the clock that stamps mtime move on
+
+    monkeypatch.setattr(clients.time, "sleep", sleep)
+    c = inbox.complete(PROMPT, 1)
+    assert c.text == first + rest
+    assert len(polls) >= 5  # appeared, held one poll (the old rule took it here), changed, held two polls
