@@ -37,6 +37,7 @@ def show(a, console: Console) -> int:
         console.print(t)
         return 0
     store = _store(a)
+    store.reap_dead_runs()  # a run whose process is gone from this host is `interrupted`, not `running` forever
     if a.candidate:
         row = store.conn.execute("SELECT hash FROM rsi_candidates WHERE hash LIKE ?", (a.candidate + "%",)).fetchone()
         if row is None:
@@ -66,9 +67,12 @@ def show(a, console: Console) -> int:
         render_conversation(store, run, console)  # prints nothing for runs without a transcript
         return 0
     t = Table(title="runs")
-    for c in ("run", "op", "backend", "target", "proposer", "status", "candidates", "accepted", "promoted"):
+    runs = store.runs(a.limit)
+    # `--resume RUN` needs the whole id: the run column is never wrapped, folded or cut, whatever the width
+    t.add_column("run", no_wrap=True, min_width=max((len(r.id) for r in runs), default=3))
+    for c in ("op", "backend", "target", "proposer", "status", "candidates", "accepted", "promoted"):
         t.add_column(c)
-    for r in store.runs(a.limit):
+    for r in runs:
         ev = store.evaluations(r.id)
         t.add_row(*map(plain, (r.id, r.op, r.backend, (r.gpu or "-") + (" (proxy)" if r.proxy else ""), r.proposer,
                                r.status, len(ev), sum(e["status"] == "accepted" for e in ev),

@@ -2,14 +2,18 @@
 
 Tables (prefixed ``rsi_`` so that Optuna's own tables share the file): runs, candidates, evaluations (verdicts
 with reasons and measurements as JSON), measurements (one row per candidate x shape x implementation), memory
-(proposer memory: slow->fast pairs, failure signatures), promotions. Every write is its own transaction, so a
-SIGKILL loses at most the candidate that was being judged, which ``--resume`` judges again.
+(proposer memory: slow->fast pairs, failure signatures), promotions, run owners (the process, pid and host, that
+started or last resumed each run). Every write is its own transaction, so a SIGKILL loses at most the candidate
+that was being judged, which ``--resume`` judges again; a killed run stays ``running`` in the table until
+:meth:`Store.reap_dead_runs` (called by ``rsi show`` and ``--resume``) finds its owner gone from this host and
+marks it ``interrupted``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -41,6 +45,8 @@ CREATE TABLE IF NOT EXISTS rsi_memory (
 CREATE TABLE IF NOT EXISTS rsi_promotions (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, op TEXT NOT NULL, gpu TEXT NOT NULL,
   candidate TEXT NOT NULL, record_path TEXT NOT NULL, locked INTEGER NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS rsi_run_owners (
+  run_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, claimed_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS rsi_eval_run ON rsi_evaluations(run_id);
 CREATE INDEX IF NOT EXISTS rsi_mem_op ON rsi_memory(op, kind);
 """
@@ -85,10 +91,15 @@ class Store:
     def create_run(self, op: str, gpu: str | None, backend: str, proposer: str, args: dict, env: dict,
                    proxy: bool = False) -> str:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        self.conn.execute("INSERT INTO rsi_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        self.conn.execute("INSERT INTO rsi_runs (id, op, gpu, backend, proposer, status, started_at, finished_at, "
+                          "args_json, env_json, summary_json, proxy) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                           (run_id, op, gpu, backend, proposer, "running", time.time(), None,
                            json.dumps(args), json.dumps(env), "{}", int(proxy)))
+        self.claim_run(run_id)
         return run_id
+
+    def update_run_args(self, run_id: str, args: dict) -> None:
+        self.conn.execute("UPDATE rsi_runs SET args_json=? WHERE id=?", (json.dumps(args), run_id))
 
     def finish_run(self, run_id: str, status: str, summary: dict) -> None:
         self.conn.execute("UPDATE rsi_runs SET status=?, finished_at=?, summary_json=? WHERE id=?",
@@ -96,6 +107,45 @@ class Store:
 
     def mark_running(self, run_id: str) -> None:
         self.conn.execute("UPDATE rsi_runs SET status='running', finished_at=NULL WHERE id=?", (run_id,))
+        self.claim_run(run_id)
+
+    # ------------------------------------------------------------------------------------------ run owners
+    def claim_run(self, run_id: str) -> None:
+        """Record this process (pid, host, start time) as the run's owner."""
+        pid = os.getpid()
+        self.conn.execute("INSERT OR REPLACE INTO rsi_run_owners VALUES (?,?,?,?,?)",
+                          (run_id, socket.gethostname(), pid, _proc_start(pid), time.time()))
+
+    def run_owner(self, run_id: str) -> dict | None:
+        row = self.conn.execute("SELECT host, pid, proc_start FROM rsi_run_owners WHERE run_id=?",
+                                (run_id,)).fetchone()
+        return dict(row) if row else None
+
+    def owner_alive(self, run_id: str) -> bool | None:
+        """Whether the process that owns the run still runs: None where that cannot be told (no owner recorded, or
+        another host)."""
+        owner = self.run_owner(run_id)
+        if owner is None or owner["host"] != socket.gethostname():
+            return None
+        return _alive(owner["pid"], owner["proc_start"])
+
+    def reap_dead_runs(self) -> list[str]:
+        """Mark ``interrupted`` every ``running`` run whose owner, on this host, is gone (killed, crashed)."""
+        reaped = []
+        for (run_id,) in self.conn.execute("SELECT id FROM rsi_runs WHERE status='running'").fetchall():
+            if self.owner_alive(run_id) is False:
+                self.conn.execute("UPDATE rsi_runs SET status='interrupted' WHERE id=? AND status='running'",
+                                  (run_id,))
+                reaped.append(run_id)
+        return reaped
+
+    def running_elsewhere(self, run_id: str) -> dict | None:
+        """The owner of a ``running`` run that another live process on this host holds, else None."""
+        run = self.get_run(run_id)
+        if run is None or run.status != "running" or self.owner_alive(run_id) is not True:
+            return None
+        owner = self.run_owner(run_id)
+        return owner if owner["pid"] != os.getpid() else None
 
     def _run(self, row: sqlite3.Row) -> Run:
         return Run(row["id"], row["op"], row["gpu"], row["backend"], row["proposer"], row["status"],
@@ -107,13 +157,16 @@ class Store:
         return self._run(row) if row else None
 
     def latest_unfinished(self, op: str | None = None) -> Run | None:
+        """The newest ``running`` or ``interrupted`` run, skipping runs another live process on this host holds."""
         q = "SELECT * FROM rsi_runs WHERE status IN ('running','interrupted')"
         args: tuple = ()
         if op:
             q += " AND op=?"
             args = (op,)
-        row = self.conn.execute(q + " ORDER BY started_at DESC LIMIT 1", args).fetchone()
-        return self._run(row) if row else None
+        for row in self.conn.execute(q + " ORDER BY started_at DESC", args).fetchall():
+            if self.running_elsewhere(row["id"]) is None:
+                return self._run(row)
+        return None
 
     def runs(self, limit: int = 20) -> list[Run]:
         rows = self.conn.execute("SELECT * FROM rsi_runs ORDER BY started_at DESC LIMIT ?", (limit,)).fetchall()
@@ -207,6 +260,35 @@ class Store:
             raise ValueError("only rsi_ tables")
         for r in self.conn.execute(f"SELECT * FROM {table}"):
             yield dict(r)
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), which tells a reused pid apart; None elsewhere."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, proc_start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, another user's
+    except OSError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        state, started = fields[0], fields[19]
+    except (OSError, ValueError, IndexError):
+        return True  # no /proc: the pid exists, take it as alive
+    if state in ("Z", "X"):  # a zombie has exited
+        return False
+    return proc_start is None or started == proc_start  # a different start time: the pid was reused
 
 
 def _write_once(path: Path, text: str) -> None:

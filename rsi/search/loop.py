@@ -69,11 +69,16 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     store = Store(Path(opts.root) / opts.db if not Path(opts.db).is_absolute() else opts.db, opts.root)
     env = envmod.capture()
     if opts.resume:
+        store.reap_dead_runs()  # `running` runs whose process is gone from this host become `interrupted`
         run = store.get_run(opts.resume) if opts.resume != "latest" else store.latest_unfinished(opts.op)
         if run is None:
             raise SearchError(f"no unfinished run to resume for op group {opts.op!r}"
                               + (f" with id {opts.resume}" if opts.resume != "latest" else "")
                               + "; `rsi show` lists runs, or start a new search without --resume")
+        holder = store.running_elsewhere(run.id)
+        if holder is not None:
+            raise SearchError(f"run {run.id} is still running (pid {holder['pid']} on {holder['host']}); stop that "
+                              f"process first, or wait for it to finish, then --resume {run.id}")
         saved = SearchOptions(**{**asdict(opts), **run.args, "resume": opts.resume, "quiet": opts.quiet})
         opts = saved
         run_id = run.id

@@ -99,3 +99,87 @@ def test_search_display_and_summary_print_untrusted_text_verbatim():
     assert "MODE=[/bold]" in flat and "[/bold] key [redacted] out[r, j] [bold red]x[/] :warning:" in flat
     assert f"proposer stops: model call failed (HTTP 400: {NASTY})" in flat
     assert f"Proposer stopped: {NASTY}" in flat
+
+
+def test_run_ids_are_never_cut(tmp_path):
+    """`--resume RUN` needs the whole id: a narrow terminal squeezes the other columns, never the run column."""
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    ids = [store.create_run("swiglu", None, "interpret", "openai-compatible", {}, {}) for _ in range(2)]
+    store.close()
+    console = _console(width=70)
+    assert _show(tmp_path, console) == 0
+    text = console.export_text()
+    for run_id in ids:
+        assert run_id in text
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _own(store: Store, run_id: str, pid: int, host: str | None = None) -> None:
+    """Make ``pid`` (on ``host``, default this one) the run's owner, as if that process had started it."""
+    import socket
+
+    store.conn.execute("UPDATE rsi_run_owners SET pid=?, host=?, proc_start=NULL WHERE run_id=?",
+                       (pid, host or socket.gethostname(), run_id))
+
+
+def test_a_killed_run_is_shown_interrupted_not_running(tmp_path):
+    import os
+
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    killed = store.create_run("swiglu", None, "interpret", "offline", {}, {})
+    live = store.create_run("swiglu", None, "interpret", "offline", {}, {})       # this process: alive
+    elsewhere = store.create_run("swiglu", None, "interpret", "offline", {}, {})  # another host: cannot tell
+    owner = store.conn.execute("SELECT host, pid FROM rsi_run_owners WHERE run_id=?", (live,)).fetchone()
+    assert owner["pid"] == os.getpid()  # the owning process is recorded when a run starts
+    _own(store, killed, _dead_pid())
+    _own(store, elsewhere, _dead_pid(), host="some-other-host")
+    store.close()
+    console = _console()
+    assert _show(tmp_path, console) == 0
+    text = console.export_text()
+    assert "interrupted" in next(line for line in text.splitlines() if killed in line)
+    assert "running" in next(line for line in text.splitlines() if live in line)
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    status = {r.id: r.status for r in store.runs()}
+    assert status == {killed: "interrupted", live: "running", elsewhere: "running"}  # written back to the store
+    store.close()
+
+
+def test_resume_reaps_a_killed_run_and_refuses_a_live_one(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from rsi.search.loop import SearchError, run_search
+
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    args = {"budget_candidates": 0}  # nothing to judge: the resume itself is what is tested
+    dead = store.create_run("swiglu", None, "interpret", "offline", args, {})
+    _own(store, dead, _dead_pid())
+    busy = store.create_run("swiglu", None, "interpret", "offline", args, {})
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _own(store, busy, sleeper.pid)
+        store.close()
+        opts = dict(op="swiglu", backend="interpret", target=None, root=str(tmp_path), db="rsi.db", quiet=True)
+        with pytest.raises(SearchError, match=f"still running.*pid {sleeper.pid}"):
+            run_search(SearchOptions(**opts, resume=busy))
+        assert run_search(SearchOptions(**opts, resume="latest"))["run_id"] == dead  # the killed one, reaped
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    assert store.get_run(dead).status == "finished" and store.get_run(busy).status == "running"
+    owner = store.conn.execute("SELECT pid FROM rsi_run_owners WHERE run_id=?", (dead,)).fetchone()
+    assert owner["pid"] == os.getpid()  # the resuming process owns it now
+    store.close()
