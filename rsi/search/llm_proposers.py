@@ -101,7 +101,10 @@ class Settings:
         for name, f in known.items():
             env = environ.get("RSI_LLM_" + name.upper(), "")
             if args.get(name) is not None:
-                values[name] = args[name]
+                value = args[name]
+                # a run's stored settings write a lifted limit as "none" (None would read as "not given")
+                values[name] = _coerce(value, str(f.type), name) if isinstance(value, str) and f.type != "str" \
+                    else value
             elif env.strip():
                 values[name] = _coerce(env.strip(), str(f.type), "RSI_LLM_" + name.upper())
         return cls(**values)
@@ -124,6 +127,46 @@ def _coerce(text: str, type_name: str, var: str) -> Any:
     except ValueError:
         raise ConfigError(f"{var}={text!r} is not a valid {type_name}") from None
     return text
+
+
+# ------------------------------------------------------------------------------------------------------ resume
+# what a resumed run may change: spending limits, where the server is, how long to wait and how often to retry.
+# Everything else (model, sampling, prompt size, tuning, cache, transcript, inbox) is the run's own: a change
+# would make the cached replies and the transcript another run's.
+RESUMABLE = ("max_calls", "max_tokens", "max_cost_usd", "max_llm_minutes", "base_url", "request_timeout_s", "retries",
+             "backoff_s", "max_backoff_s", "max_consecutive_errors", "max_unproductive_replies", "agent_timeout_s",
+             "agent_poll_s")
+
+
+def stored_settings(settings: Settings, model: str) -> dict[str, Any]:
+    """The settings a run used, as its stored ``proposer_args`` (a lifted limit as "none"; the model as served)."""
+    return {k: "none" if v is None else v for k, v in {**dataclasses.asdict(settings), "model": model}.items()}
+
+
+def resume_settings(saved: Mapping[str, Any], given: Mapping[str, Any], environ: Mapping[str, str]
+                    ) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(the resumed run's proposer_args, what was overridden, what was ignored): a setting in RESUMABLE is taken
+    from ``given`` (flags) or else an ``RSI_LLM_*`` variable where that differs from the run's; any other setting
+    given is ignored (reported)."""
+    merged, overridden, ignored = dict(saved), [], []
+    for f in fields(Settings):
+        name, var = f.name, "RSI_LLM_" + f.name.upper()
+        if given.get(name) is not None:
+            value, source = given[name], "given"
+        elif name in RESUMABLE and environ.get(var, "").strip():
+            value, source = _coerce(environ[var].strip(), str(f.type), var), var
+        else:
+            continue
+        old = saved.get(name)
+        old = _coerce(old, str(f.type), name) if isinstance(old, str) and f.type != "str" else old
+        if value == old:
+            continue
+        if name in RESUMABLE:
+            merged[name] = "none" if value is None else value
+            overridden.append(f"{name} {old} -> {value}" + (f" ({source})" if source != "given" else ""))
+        else:
+            ignored.append(f"{name}={value}")
+    return merged, overridden, ignored
 
 
 # ----------------------------------------------------------------------------------------------------- factory
@@ -215,10 +258,14 @@ class LLMProposer:
         records = read_transcript(path) if resumed and path.exists() else []
         writer = TranscriptWriter(path, secrets)
         register(store.conn, run_id, path, opts.proposer)
+        run = store.get_run(run_id)
+        if run is not None and not resumed:  # what this run uses, env included: a resume keeps it (or overrides)
+            store.update_run_args(run_id, {**run.args, "proposer_args": stored_settings(settings, client.model)})
         writer.write({"type": "resume" if resumed else "header", "run_id": run_id, "op": opts.op,
                       "proposer": opts.proposer, "provider": client.provider, "model": client.model,
                       "backend": opts.backend, "target": opts.target, "hybrid_tune": settings.hybrid_tune,
                       "limits": settings.limits().__dict__, "price": price.__dict__ if price else None,
+                      "base_url": settings.base_url, "request_timeout_s": settings.request_timeout_s,
                       "at": time.time()})
         return cls(name=opts.proposer, client=client, price=price, opts=opts, store=store, run_id=run_id,
                    space=space, settings=settings, transcript=writer, records=records, say=say)

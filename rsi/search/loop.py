@@ -8,8 +8,10 @@ once. Each verdict is committed to the store before the next candidate starts, s
 
 from __future__ import annotations
 
+import os
+import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,44 @@ def _incumbent(opts: SearchOptions):
     return locked_kernel(opts.root, opts.target, opts.op)
 
 
+# a resumed run keeps its op, proposer, backend and target (and its proposer's model, sampling...); these may change
+RESUMABLE = ("budget_candidates", "budget_minutes", "candidate_timeout_s")
+
+
+def _resume_options(store: Store, run_id: str, saved: SearchOptions, given: SearchOptions) -> SearchOptions:
+    """The resumed run's options: its own, with the budgets, timeouts and (LLM proposers) base URL that ``given``
+    or the environment change; printed (kept / overridden / ignored) and stored for the next resume. The CLI fills
+    every top-level option, so one is taken only where it differs from the default."""
+    default = SearchOptions(op=given.op, backend=given.backend, target=given.target)
+    changes: dict[str, Any] = {}
+    overridden, ignored = [], []
+    for name in RESUMABLE:
+        new, old = getattr(given, name), getattr(saved, name)
+        if new != getattr(default, name) and new != old:
+            changes[name] = new
+            overridden.append(f"{name} {old} -> {new}")
+    for name in ("op", "backend", "target") + (("proposer",) if given.proposer != default.proposer else ()):
+        if getattr(given, name) != getattr(saved, name):
+            ignored.append(f"{name}={getattr(given, name)}")
+    kept = [f"{n}={getattr(saved, n) or '-'}" for n in ("op", "proposer", "backend", "target")]
+    from rsi.search import llm_proposers
+
+    if saved.proposer in llm_proposers.LLM_PROVIDERS:
+        merged, p_over, p_ign = llm_proposers.resume_settings(saved.proposer_args or {}, given.proposer_args or {},
+                                                              os.environ)
+        changes["proposer_args"] = merged
+        overridden += p_over
+        ignored += p_ign
+        if merged.get("model") not in (None, "none"):
+            kept.append(f"model={merged['model']}")
+    opts = replace(saved, **changes)
+    store.update_run_args(run_id, {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet")})
+    print(f"[rsi] resume {run_id}: kept {', '.join(kept)}; overridden: {', '.join(overridden) or 'nothing'}"
+          + (f"; ignored (a resumed run keeps its op, proposer, backend, target, model and sampling): "
+             f"{', '.join(ignored)}" if ignored else ""), file=sys.stderr, flush=True)
+    return opts
+
+
 def run_search(opts: SearchOptions) -> dict[str, Any]:
     op = get_op_group(opts.op)
     space = load_space(opts.op)
@@ -80,7 +120,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
             raise SearchError(f"run {run.id} is still running (pid {holder['pid']} on {holder['host']}); stop that "
                               f"process first, or wait for it to finish, then --resume {run.id}")
         saved = SearchOptions(**{**asdict(opts), **run.args, "resume": opts.resume, "quiet": opts.quiet})
-        opts = saved
+        opts = _resume_options(store, run.id, saved, opts)
         run_id = run.id
         store.mark_running(run_id)
     else:

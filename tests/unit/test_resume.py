@@ -1,4 +1,5 @@
-"""SIGKILL mid-search, then ``rsi search --resume``: nothing judged is lost, the run completes its budget."""
+"""SIGKILL mid-search, then ``rsi search --resume``: nothing judged is lost, the run completes its budget; a resume
+takes new budgets, base URL and timeouts, keeps the rest, and says which."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.interpreter
-
 
 def _count(db) -> int:
     try:
@@ -23,6 +22,7 @@ def _count(db) -> int:
         return 0
 
 
+@pytest.mark.interpreter
 def test_sigkill_then_resume(tmp_path):
     db = tmp_path / ".rsi" / "rsi.db"
     cmd = [sys.executable, "-m", "rsi", "--root", str(tmp_path), "search", "--op-group", "swiglu",
@@ -54,3 +54,41 @@ def test_sigkill_then_resume(tmp_path):
     assert c.execute("SELECT status FROM rsi_runs WHERE id=?", (run_id,)).fetchone()[0] == "finished"
     states = [s for (s,) in c.execute("SELECT state FROM trials")]
     assert "RUNNING" not in states                    # the interrupted Optuna trial was failed and re-queued
+
+
+def test_resume_takes_new_budgets_base_url_and_timeouts_and_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    """A run stopped by its call budget, resumed with a new server (--base-url), a raised RSI_LLM_MAX_CALLS and a
+    different --model: the budget and the URL are taken, the model is kept (the run's cache and transcript belong to
+    it), and the resume says which was which. No candidate is judged: every reply is prose."""
+    from rsi.search.loop import SearchOptions, run_search
+    from rsi.store import Store
+    from tests.unit.llm_servers import LoopbackLLM
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("RSI_LLM_MAX_UNPRODUCTIVE_REPLIES", "10")
+    monkeypatch.setenv("RSI_LLM_RETRIES", "0")
+    base = dict(op="swiglu", backend="interpret", target=None, proposer="openai-compatible", root=str(tmp_path),
+                db="rsi.db", quiet=True, budget_candidates=1)
+    with LoopbackLLM("openai", [("reply", "Tiling first.")], model="first-model") as old:
+        first = run_search(SearchOptions(**base, proposer_args={"base_url": old.url, "max_calls": 1}))
+    assert first["proposer"]["stop_reason"].startswith("call budget reached (1 of 1")
+    monkeypatch.setenv("RSI_LLM_MAX_CALLS", "3")
+    monkeypatch.setenv("RSI_LLM_REQUEST_TIMEOUT_S", "7.5")
+    capsys.readouterr()
+    with LoopbackLLM("openai", [("reply", "Still tiling.")] * 3, model="first-model") as new:
+        again = run_search(SearchOptions(**{**base, "budget_candidates": 2}, resume=first["run_id"],
+                                         proposer_args={"base_url": new.url, "model": "other-model"}))
+    assert again["run_id"] == first["run_id"]
+    assert len(new.completions()) == 2 and {r["body"]["model"] for r in new.completions()} == {"first-model"}
+    assert again["proposer"]["spent"]["calls"] == 3
+    assert again["proposer"]["stop_reason"].startswith("call budget reached (3 of 3")
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"resume {first['run_id']}: kept" in said and "model=first-model" in said and "op=swiglu" in said
+    assert "max_calls 1 -> 3 (RSI_LLM_MAX_CALLS)" in said and f"base_url {old.url} -> {new.url}" in said
+    assert "request_timeout_s 300.0 -> 7.5 (RSI_LLM_REQUEST_TIMEOUT_S)" in said
+    assert "budget_candidates 1 -> 2" in said and "ignored" in said and "model=other-model" in said
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    args = store.get_run(first["run_id"]).args  # the next resume starts from what this one used
+    store.close()
+    assert (args["proposer_args"]["max_calls"], args["proposer_args"]["base_url"]) == (3, new.url)
+    assert args["proposer_args"]["model"] == "first-model" and args["budget_candidates"] == 2
