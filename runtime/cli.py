@@ -104,7 +104,12 @@ def _run(args: argparse.Namespace) -> int:
     from runtime.packing import RequestError
     from runtime.pipeline import PARTS, Request, fmt_gib, pick_schedule, run_pipeline, summary_rows, validate
 
+    from rsi.verified import find_root
+
     out_json = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
+    lock_root, lock_how = find_root(getattr(args, "root_explicit", None))
+    if args.kernels == "verified":
+        console.print(f"[dim]verified kernels: {escape(str(lock_root / 'verified_kernels'))} ({lock_how})[/]")
     try:
         aspect = parse_aspect(args.resolution)
         width, height = (0, 0) if aspect else parse_resolution(args.resolution)      # aspect: set by validate
@@ -112,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
                       kernels=args.kernels, weights=args.weights, out=args.out, json=str(out_json),
                       text_encoder=args.text_encoder, lora=args.lora, lora_mode=args.lora_mode,
                       lora_strength=args.lora_strength, lora_qkv_layout=args.lora_qkv_layout, device=args.device,
-                      root=getattr(args, "root", "."), mux=not args.no_mux)
+                      root=str(lock_root), mux=not args.no_mux)
         plan = validate(req)
     except (ValueError, RequestError) as e:
         _fail("error", e)

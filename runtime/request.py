@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,8 @@ def validate(req: Request) -> ShapePlan:
         raise RequestError(f"--out {req.out}: the output must be an .mp4 file")
     if req.json is not None:
         _writable("--json", req.json)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", req.device):
+        raise RequestError(f"--device {req.device!r}: use auto, cpu, cuda or cuda:N")
     if req.device.startswith("cuda") and not torch.cuda.is_available():
         raise RequestError(f"--device {req.device}: no CUDA GPU is visible")
     if req.config == "full" and resolve_device(req.device).type != "cuda":

@@ -1,6 +1,6 @@
 """The producer's sandbox: bubblewrap (``bwrap``) with no network, its own PID, IPC and UTS namespaces (it sees
 no other process, and everything it starts dies with it), no capabilities, a read-only file system except the
-job's private scratch directory, private ``/tmp`` and ``/run``, a minimal ``/dev`` (on CUDA plus the NVIDIA device
+job's private scratch directory, private ``/tmp``, ``/var/tmp`` and ``/run``, a minimal ``/dev`` (on CUDA plus the NVIDIA device
 nodes and the host's ``/dev/shm``, which CUDA IPC's reference counts live in), a cleared environment and resource
 limits (set by the producer before it imports the candidate).
 
@@ -32,6 +32,10 @@ def level() -> str:
 def _flags(backend: str) -> list[str]:
     common = ["--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--unshare-net",
               "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+    # the other places unix sockets and scratch files live on a host: hidden (a read-only bind does not stop a
+    # connect() to a socket file)
+    common += [a for d in ("/var/tmp", "/var/run") if os.path.isdir(d) and not os.path.islink(d)
+               for a in ("--tmpfs", d)]
     if level() == "compat":
         return common + ["--dev-bind", "/dev", "/dev"]
     flags = common + ["--unshare-pid", "--unshare-ipc", "--dev", "/dev"]

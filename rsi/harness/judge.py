@@ -100,8 +100,9 @@ class ProducerClient:
         if self._buf or self._pending():
             raise P.ProtocolError("the producer sent more than one message for one request")
         if reply.kind == P.ERROR:
-            raise StageError("compile" if reply.stage == "compile" else "correctness",
-                             _trim(reply.message, 1500), {"producer_stage": reply.stage})
+            msg, _, tb = reply.message.partition("\nTraceback")
+            raise StageError("compile" if reply.stage == "compile" else "correctness", _trim(msg, 1500),
+                             {"producer_stage": reply.stage, "traceback": ("Traceback" + tb)[-4000:] if tb else ""})
         return reply
 
     def _pending(self) -> bool:
@@ -369,6 +370,7 @@ class Judge:
         plan = self.trial_plan(op)
         n_calls = 3 if self.opt.backend == "cuda" else 2
         shared_prev = None  # (shape, layout, shared inputs, input id) for the refill trial
+        calls = 0
         for shape, layout, seed, special, refill in plan:
             where = f"shape {shape.key()} layout {layout} case " + (
                 "refill" if refill else (special.name if special else f"seed{seed}"))
@@ -396,10 +398,11 @@ class Judge:
                 try:
                     reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
                 except StageError as e:
-                    if e.stage == "compile" or (first is None and "CompilationError" in e.reason):
+                    if calls == 0:  # the first call compiles (Triton JITs on first launch): its failure is compile
                         e.stage = "compile"
                     e.reason = f"{e.reason} at {where}"
                     raise
+                calls += 1
                 outs = outputs_from(reply, buf)
                 ok, why = check.check_structure(outs, refs)
                 if not ok:

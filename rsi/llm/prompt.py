@@ -141,8 +141,8 @@ def trim_error(details: Mapping[str, Any], limit: int = ERROR_CHARS) -> str:
     lines = tb.splitlines()
     keep: list[str] = []
     for i, line in enumerate(lines):
-        if "cand_" in line and line.strip().startswith("File"):
-            keep.append(re.sub(r'File ".*?cand_[0-9a-f]+\.py"', 'File "candidate.py"', line.strip()))
+        if "rsi_kernel_" in line and line.strip().startswith("File"):  # the producer's copy of the candidate
+            keep.append(re.sub(r'File ".*?rsi_kernel_\w+\.py"', 'File "candidate.py"', line.strip()))
             if i + 1 < len(lines):
                 keep.append("    " + lines[i + 1].strip())
     errors = [ln.strip() for ln in lines if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", ln.strip())]
@@ -152,7 +152,7 @@ def trim_error(details: Mapping[str, Any], limit: int = ERROR_CHARS) -> str:
 
 def failure_signature(stage: str, reason: str) -> str:
     """Group rejections that differ only in numbers, shapes or hashes."""
-    reason = re.sub(r"\bat shape \S+( case \S+)?", "", reason)
+    reason = re.sub(r"\bat shape \S+( layout \d+)?( case \S+)?", "", reason)
     reason = re.sub(r"0x[0-9a-f]+|\b[0-9a-f]{10,}\b|\d+(\.\d+)?(e-?\d+)?", "N", reason)
     return f"[{stage}] {reason.strip()[:140]}"
 

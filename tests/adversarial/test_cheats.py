@@ -30,11 +30,15 @@ import time
 import pytest
 
 from rsi.contract import Candidate
+from rsi.harness import jail
 from rsi.harness.judge import Judge, JudgeOptions
 from tests.adversarial import cheats
 from tests.adversarial.verdicts import GARBAGE, expect_accepted, expect_rejected
 
 pytestmark = pytest.mark.interpreter
+# the sandbox probes need bubblewrap (.ci/run installs it); without it they are skipped, and the README says that
+# LLM candidates are then refused
+needs_sandbox = pytest.mark.skipif(not jail.available()[0], reason=f"no producer sandbox: {jail.available()[1]}")
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +116,8 @@ def _source(name: str) -> str:
 
 @pytest.mark.parametrize("name, op, skip_static, stage, words", RUNTIME_CHEATS, ids=[c[0] for c in RUNTIME_CHEATS])
 def test_runtime_cheat_rejected(judge, runtime, name, op, skip_static, stage, words):
+    if name == "JUDGE_MEMORY" and not jail.available()[0]:
+        pytest.skip(f"no producer sandbox: {jail.available()[1]}")
     v = evaluate(runtime if skip_static else judge, _source(name), op)
     expect_rejected(v, stage, words)
 
@@ -212,6 +218,7 @@ def _canary_root() -> str:
     return "/var/tmp" if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK) else os.path.dirname(__file__)
 
 
+@needs_sandbox
 def test_no_file_written_outside_scratch(runtime):
     canary = tempfile.mkdtemp(prefix="rsi-adv-canary-", dir=_canary_root())
     shm = f"/dev/shm/rsi-adv-canary-{secrets.token_hex(6)}"
@@ -219,13 +226,17 @@ def test_no_file_written_outside_scratch(runtime):
         v = evaluate(runtime, cheats.write_outside(canary, shm))
         found = sorted(os.listdir(canary)) + ([shm] if os.path.exists(shm) else [])
         assert not found, f"the candidate wrote on the host: {found}; verdict: {v['reason'][:400]}"
-        expect_rejected(v, "correctness", "PROBE-BLOCKED")
+        # a write into the sandbox's own private /dev/shm succeeds inside and reaches nothing on the host (checked
+        # above); no read-only mount may have been made writable
+        expect_rejected(v, "correctness", ("PROBE-BLOCKED", "PROBE-ESCAPED"))
+        assert "remounted 0 " in v["reason"] or "PROBE-BLOCKED" in v["reason"], v["reason"][:400]
     finally:
         shutil.rmtree(canary, ignore_errors=True)
         if os.path.exists(shm):
             os.remove(shm)
 
 
+@needs_sandbox
 def test_no_network(runtime):
     """A TCP listener on the host's loopback and a unix socket on the host's file system: the candidate reaches
     neither (it returns wrong results if it connects, and raises PROBE-BLOCKED if every attempt fails)."""
@@ -278,6 +289,7 @@ print(json.dumps({"status": v["status"], "stage": v["stage"], "reason": v["reaso
 """
 
 
+@needs_sandbox
 def test_api_key_not_visible():
     """The judge runs as the CLI would, started with API keys in its environment; the candidate looks for the key
     in its own environment and in every /proc/<pid>/environ and cmdline it can read. It must find it nowhere."""
@@ -313,6 +325,7 @@ def _find_processes(token: str) -> list[int]:
     return pids
 
 
+@needs_sandbox
 def test_no_process_outlives_its_candidate(runtime):
     """A candidate double-forks a daemon in a new session (the base of any attack on the next candidate): once its
     verdict is in, no process of it may be left on the host."""

@@ -152,3 +152,17 @@ def test_nonfinite_output_is_exit_1(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(pipeline, "denoise", nan_denoise)
     rc, text = main([*ARGS, "--out", str(tmp_path / "o.mp4")], capsys)
     assert rc == 1 and "non-finite" in text and not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", "gpu0"])
+def test_unknown_device_is_a_usage_error(tmp_path, capsys, monkeypatch, device):
+    no_work(monkeypatch)
+    rc, text = main(ARGS + ["--device", device, "--out", str(tmp_path / "o.mp4")], capsys)
+    assert rc == 2 and f"--device {device!r}" in text
+
+
+def test_lock_lookup_is_reported(tmp_path, capsys, monkeypatch):
+    """--kernels verified says which lock it reads: $RSI_ROOT here (issue 16 item 15)."""
+    monkeypatch.setenv("RSI_ROOT", str(tmp_path / "ws"))
+    rc, text = main(ARGS + ["--out", str(tmp_path / "o.mp4"), "--dry-run"], capsys)
+    assert rc == 0 and f"{tmp_path / 'ws' / 'verified_kernels'} ($RSI_ROOT)" in text

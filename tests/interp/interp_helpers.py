@@ -27,6 +27,20 @@ def judge(op: str, config: dict[str, Any] | None = None, source: str | None = No
     return shared_judge().evaluate(Candidate(op, src, cfg))
 
 
+def assert_full_plan(op: str, v: dict[str, Any]) -> None:
+    """The verdict ran the judge's whole trial plan: seeds, refill, every special case, every layout, drawn shapes."""
+    from rsi.refs import get_op_group
+
+    g = get_op_group(op)
+    plan = shared_judge().trial_plan(g)
+    corr = v["details"]["correctness"]
+    assert corr["trials"] == len(plan)
+    assert sum(p[4] for p in plan) == len(g.interp_shapes)                       # one refill per named shape
+    assert {p[1] for p in plan} == set(range(g.n_layouts))
+    assert {p[3].name for p in plan if p[3] is not None} == {sc.name for sc in g.special_cases}
+    assert len(corr["shapes"]) > len(g.interp_shapes)                            # drawn shapes too
+
+
 def mutated(op: str, old: str, new: str) -> str:
     """The op's template with one exact substring replaced (fails loudly if the substring is gone)."""
     src = template_source(load_space(op).template)

@@ -8,7 +8,7 @@ import torch
 
 from rsi.harness import check
 from rsi.refs import get_op_group
-from tests.interp.interp_helpers import judge, load_template, mutated
+from tests.interp.interp_helpers import assert_full_plan, judge, load_template, mutated
 
 pytestmark = pytest.mark.interpreter
 OP = "gate_residual_modulate"
@@ -21,7 +21,7 @@ OP = "gate_residual_modulate"
 def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
-    assert v["details"]["correctness"]["trials"] == 2 * (5 + 5)
+    assert_full_plan("gate_residual_modulate", v)
 
 
 @pytest.mark.parametrize("old,new", [

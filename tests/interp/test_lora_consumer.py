@@ -10,7 +10,7 @@ from rsi.harness import check
 from rsi.refs import get_op_group
 from rsi.refs import lora_consumer as L
 from rsi.refs.common import ALL_SPECIALS
-from tests.interp.interp_helpers import judge, load_template, mutated
+from tests.interp.interp_helpers import assert_full_plan, judge, load_template, mutated
 
 pytestmark = pytest.mark.interpreter
 OP = "lora_consumer"
@@ -21,7 +21,7 @@ def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
     assert v["tolerance"]["class"] == "bitwise"
-    assert v["details"]["correctness"]["trials"] == 3 * (5 + 5)
+    assert_full_plan("lora_consumer", v)
 
 
 @pytest.mark.parametrize("old,new", [

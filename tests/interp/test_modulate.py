@@ -8,7 +8,7 @@ import torch
 
 from rsi.harness import check
 from rsi.refs import get_op_group
-from tests.interp.interp_helpers import judge, load_template, mutated
+from tests.interp.interp_helpers import assert_full_plan, judge, load_template, mutated
 
 pytestmark = pytest.mark.interpreter
 OP = "modulate"
@@ -22,7 +22,7 @@ OP = "modulate"
 def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
-    assert v["details"]["correctness"]["trials"] == 2 * (5 + 5)  # 2 shapes x (5 seeds + 5 special cases)
+    assert_full_plan("modulate", v)
 
 
 @pytest.mark.parametrize("old,new", [

@@ -8,7 +8,7 @@ import torch
 
 from rsi.harness import check
 from rsi.refs import get_op_group
-from tests.interp.interp_helpers import judge, load_template, mutated
+from tests.interp.interp_helpers import assert_full_plan, judge, load_template, mutated
 
 pytestmark = pytest.mark.interpreter
 OP = "qk_norm_rope"
@@ -21,7 +21,7 @@ OP = "qk_norm_rope"
 def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
-    assert v["details"]["correctness"]["trials"] == 2 * (5 + 5)
+    assert_full_plan("qk_norm_rope", v)
 
 
 @pytest.mark.parametrize("old,new", [

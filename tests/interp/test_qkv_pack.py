@@ -8,7 +8,7 @@ import torch
 
 from rsi.harness import check
 from rsi.refs import get_op_group
-from tests.interp.interp_helpers import judge, load_template, mutated
+from tests.interp.interp_helpers import assert_full_plan, judge, load_template, mutated
 
 pytestmark = pytest.mark.interpreter
 OP = "qkv_pack"
@@ -19,7 +19,7 @@ def test_template_configs_accepted(config):
     v = judge(OP, config)
     assert v["status"] == "accepted", v["reason"]
     assert v["tolerance"]["class"] == "bitwise"
-    assert v["details"]["correctness"]["trials"] == 2 * (5 + 5)
+    assert_full_plan("qkv_pack", v)
 
 
 @pytest.mark.parametrize("old,new", [

@@ -8,9 +8,8 @@ import json
 import pytest
 
 from rsi.cli import main
-from rsi.refs import get_op_group
 from rsi.spaces import template_source
-from tests.interp.interp_helpers import judge, shared_judge
+from tests.interp.interp_helpers import assert_full_plan, judge
 
 pytestmark = pytest.mark.interpreter
 
@@ -24,7 +23,7 @@ def test_template_configs_accepted(config):
     v = judge("swiglu", config)
     assert v["status"] == "accepted", v["reason"]
     corr = v["details"]["correctness"]
-    assert corr["trials"] == len(shared_judge().trial_plan(get_op_group("swiglu")))
+    assert_full_plan("swiglu", v)
     assert corr["calls_per_trial"] == 2 and len(set(corr["seeds"])) == 5
     assert v["tolerance"]["observed"]["rel_l2"] <= v["tolerance"]["rtol"] or \
         v["tolerance"]["observed"]["rel_l2"] <= 2 * v["tolerance"]["observed"]["ref_rel_l2"]

@@ -14,7 +14,7 @@ TRACEBACK = (
     "Traceback (most recent call last):\n"
     '  File "/usr/lib/python3/site-packages/triton/runtime/interpreter.py", line 1357, in __call__\n'
     "    self.fn(**args)\n"
-    '  File "/tmp/rsi-worker-abc/cand_b7e134d63f8bddd0.py", line 17, in _kernel\n'
+    '  File "/tmp/rsi-judge-abc/rsi-producer-def/rsi_kernel_swiglu.py", line 17, in _kernel\n'
     "    s = (g / (1.0 + tl.expo(-g))).to(tl.bfloat16)\n"
     "AttributeError: module 'triton.language' has no attribute 'expo'\n")
 
@@ -83,8 +83,8 @@ def test_without_a_best_the_template_is_the_starting_point():
 def test_attempts_with_verdicts_trimmed_errors_and_statistics():
     text = P.build_prompt(_ctx()).user
     assert "reply 2 [BLOCK_F=64]: rejected at stage `compile`" in text
-    assert 'File "candidate.py", line 17, in _kernel' in text  # worker paths are not the model's business
-    assert "/tmp/rsi-worker" not in text and "interpreter.py" not in text
+    assert 'File "candidate.py", line 17, in _kernel' in text  # producer paths are not the model's business
+    assert "/tmp/rsi-judge" not in text and "interpreter.py" not in text
     assert "AttributeError: module 'triton.language' has no attribute 'expo'" in text
     assert "error statistics: max_abs=0.5, rel_l2=0.004" in text
     assert "Rejections in this run by stage: compile: 1, correctness: 1" in text

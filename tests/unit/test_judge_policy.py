@@ -1,0 +1,74 @@
+"""The judge's fail-closed policy where the producer sandbox is missing, and its typed protocol.
+
+Without bubblewrap, template (offline) candidates still run and their verdicts say so; LLM or agent candidates are
+refused unless the user passed --unsafe-no-sandbox, which the verdict then records (issue 9, item 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rsi.contract import Candidate
+from rsi.harness import jail
+from rsi.harness import protocol as P
+from rsi.harness.judge import Judge, JudgeOptions
+
+SRC = "def launch(x):\n    return x\n"  # passes nothing past the static check: the policy acts before it
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    monkeypatch.setattr(jail, "available", lambda: (False, "bubblewrap (bwrap) is not installed"))
+
+
+def test_llm_candidate_refused_without_sandbox(no_sandbox):
+    with Judge(JudgeOptions(backend="interpret", skip_static=True)) as j:
+        v = j.evaluate(Candidate("swiglu", SRC, origin="openai"))
+    assert v["status"] == "rejected" and v["stage"] == "static"
+    assert "sandbox unavailable" in v["reason"] and "--unsafe-no-sandbox" in v["reason"]
+    assert v["details"]["judge"]["sandbox"].startswith("none (bubblewrap")
+
+
+def test_unsafe_flag_is_recorded(no_sandbox):
+    with Judge(JudgeOptions(backend="interpret", skip_static=True, unsafe_no_sandbox=True)) as j:
+        v = j.evaluate(Candidate("swiglu", SRC, origin="openai"))
+    assert "sandbox unavailable" not in v["reason"]  # judged (and rejected for being wrong), not refused
+    assert v["details"]["judge"]["unsafe_no_sandbox"] is True
+
+
+def test_offline_candidate_runs_without_sandbox_and_says_so(no_sandbox):
+    with Judge(JudgeOptions(backend="interpret", skip_static=True)) as j:
+        v = j.evaluate(Candidate("swiglu", SRC, origin="offline"))
+    assert "sandbox unavailable" not in v["reason"]
+    assert v["details"]["judge"]["sandbox"].startswith("none")
+
+
+def _reply(**kw) -> str:
+    d = {"nonce": "n" * 32, "candidate": "c" * 64, "kind": "ok", "outputs": [], "event_us": 0.0, "through_us": 0.0,
+         "stage": "", "message": ""}
+    d.update(kw)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("line, words", [
+    (_reply(nonce="x" * 32), "wrong nonce"),
+    (_reply(candidate="d" * 64), "another candidate"),
+    (_reply(kind="outputs"), "expected a 'ok' reply"),
+    (_reply(extra=1), "exactly the reply fields"),
+    ("not json", "not JSON"),
+    (_reply(event_us=-1.0), "event_us"),
+    (_reply(event_us=float("nan")), "event_us"),
+    (_reply(outputs=[{"offset": -4, "dtype": "bfloat16", "shape": [2], "stride": [1], "foreign": ""}]), "offset"),
+    (_reply(outputs=[{"offset": 0, "dtype": "object", "shape": [2], "stride": [1], "foreign": ""}]), "malformed"),
+])
+def test_protocol_rejects_malformed_replies(line, words):
+    with pytest.raises(P.ProtocolError, match=words):
+        P.parse_reply(line, "n" * 32, "c" * 64, P.OK)
+
+
+def test_protocol_accepts_a_well_formed_reply():
+    r = P.parse_reply(_reply(kind="outputs", outputs=[{"offset": 4096, "dtype": "bfloat16", "shape": [2, 3],
+                                                       "stride": [3, 1], "foreign": ""}]),
+                      "n" * 32, "c" * 64, P.OUTPUTS)
+    assert r.outputs[0].shape == (2, 3) and r.outputs[0].offset == 4096
