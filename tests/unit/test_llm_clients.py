@@ -169,7 +169,7 @@ def test_agent_inbox_waits_for_a_reply_that_is_still_being_written(tmp_path, mon
     """An agent that writes its reply in place, in two parts with a pause between them: the half is not taken. The
     inbox takes a file only once its size and modification time have held over two polls (or it was renamed into
     place whole, which always passes that test)."""
-    import rsi.llm.clients as clients
+    from rsi.llm import clients
 
     inbox = AgentInbox(tmp_path, "run-1", "swiglu", timeout_s=20, poll_s=0.01, say=lambda s: None)
     path = tmp_path / "reply-0001.md"

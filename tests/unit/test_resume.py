@@ -67,8 +67,8 @@ def test_resume_takes_new_budgets_base_url_and_timeouts_and_says_what_it_kept(tm
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("RSI_LLM_MAX_UNPRODUCTIVE_REPLIES", "10")
     monkeypatch.setenv("RSI_LLM_RETRIES", "0")
-    base = dict(op="swiglu", backend="interpret", target=None, proposer="openai-compatible", root=str(tmp_path),
-                db="rsi.db", quiet=True, budget_candidates=1)
+    base = {"op": "swiglu", "backend": "interpret", "target": None, "proposer": "openai-compatible",
+            "root": str(tmp_path), "db": "rsi.db", "quiet": True, "budget_candidates": 1}
     with LoopbackLLM("openai", [("reply", "Tiling first.")], model="first-model") as old:
         first = run_search(SearchOptions(**base, proposer_args={"base_url": old.url, "max_calls": 1}))
     assert first["proposer"]["stop_reason"].startswith("call budget reached (1 of 1")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 
 from rich.console import Console
 
@@ -69,7 +68,7 @@ def test_show_prints_untrusted_text_verbatim(tmp_path):
         assert _show(tmp_path, console, **kw) == 0  # no MarkupError
         text = console.export_text()
         if kw.get("candidate"):
-            assert NASTY_SOURCE in text and '"MODE": "[/bold]"' in text or "'MODE': '[/bold]'" in text
+            assert NASTY_SOURCE in text and "config {'MODE': '[/bold]'}" in text
             assert NASTY in text  # the verdict's reason
         elif kw.get("run"):
             assert "[/bold] key [redacted] out[r, j]" in " ".join(text.split())
@@ -171,7 +170,8 @@ def test_resume_reaps_a_killed_run_and_refuses_a_live_one(tmp_path):
     try:
         _own(store, busy, sleeper.pid)
         store.close()
-        opts = dict(op="swiglu", backend="interpret", target=None, root=str(tmp_path), db="rsi.db", quiet=True)
+        opts = {"op": "swiglu", "backend": "interpret", "target": None, "root": str(tmp_path), "db": "rsi.db",
+                "quiet": True}
         with pytest.raises(SearchError, match=f"still running.*pid {sleeper.pid}"):
             run_search(SearchOptions(**opts, resume=busy))
         assert run_search(SearchOptions(**opts, resume="latest"))["run_id"] == dead  # the killed one, reaped
