@@ -37,7 +37,12 @@ def show(a, console: Console) -> int:
         console.print(t)
         return 0
     store = _store(a)
-    store.reap_dead_runs()  # a run whose process is gone from this host is `interrupted`, not `running` forever
+    # a run whose process is gone from this host is `interrupted`, not `running` forever (--dry-run: shown, not written)
+    dead = set(store.reap_dead_runs(write=not getattr(a, "dry_run", False)))
+
+    def status(r) -> str:
+        return "interrupted" if r.id in dead else r.status
+
     if a.candidate:
         row = store.conn.execute("SELECT hash FROM rsi_candidates WHERE hash LIKE ?", (a.candidate + "%",)).fetchone()
         if row is None:
@@ -54,7 +59,7 @@ def show(a, console: Console) -> int:
         run = store.get_run(a.run)
         if run is None:
             raise FileNotFoundError(f"no run {a.run}; `rsi show` lists runs")
-        t = Table(title=plain(f"run {run.id}: {run.op} on {run.backend} ({run.gpu or 'interpreter'}), {run.status}"))
+        t = Table(title=plain(f"run {run.id}: {run.op} on {run.backend} ({run.gpu or 'interpreter'}), {status(run)}"))
         for c in ("#", "candidate", "config", "verdict", "stage", "objective", "reason"):
             t.add_column(c, overflow="fold")
         for e in store.evaluations(run.id):
@@ -75,7 +80,7 @@ def show(a, console: Console) -> int:
     for r in runs:
         ev = store.evaluations(r.id)
         t.add_row(*map(plain, (r.id, r.op, r.backend, (r.gpu or "-") + (" (proxy)" if r.proxy else ""), r.proposer,
-                               r.status, len(ev), sum(e["status"] == "accepted" for e in ev),
+                               status(r), len(ev), sum(e["status"] == "accepted" for e in ev),
                                len(store.promotions(r.id)))))
     console.print(t)
     return 0

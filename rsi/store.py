@@ -129,13 +129,15 @@ class Store:
             return None
         return _alive(owner["pid"], owner["proc_start"])
 
-    def reap_dead_runs(self) -> list[str]:
-        """Mark ``interrupted`` every ``running`` run whose owner, on this host, is gone (killed, crashed)."""
+    def reap_dead_runs(self, write: bool = True) -> list[str]:
+        """Mark ``interrupted`` every ``running`` run whose owner, on this host, is gone (killed, crashed); with
+        ``write=False`` only say which."""
         reaped = []
         for (run_id,) in self.conn.execute("SELECT id FROM rsi_runs WHERE status='running'").fetchall():
             if self.owner_alive(run_id) is False:
-                self.conn.execute("UPDATE rsi_runs SET status='interrupted' WHERE id=? AND status='running'",
-                                  (run_id,))
+                if write:
+                    self.conn.execute("UPDATE rsi_runs SET status='interrupted' WHERE id=? AND status='running'",
+                                      (run_id,))
                 reaped.append(run_id)
         return reaped
 

@@ -142,6 +142,12 @@ def test_a_killed_run_is_shown_interrupted_not_running(tmp_path):
     _own(store, elsewhere, _dead_pid(), host="some-other-host")
     store.close()
     console = _console()
+    assert _show(tmp_path, console, dry_run=True) == 0  # shown interrupted, not written: dry runs change nothing
+    assert "interrupted" in next(line for line in console.export_text().splitlines() if killed in line)
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    assert store.get_run(killed).status == "running"
+    store.close()
+    console = _console()
     assert _show(tmp_path, console) == 0
     text = console.export_text()
     assert "interrupted" in next(line for line in text.splitlines() if killed in line)
