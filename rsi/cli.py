@@ -85,7 +85,9 @@ def cmd_search(a: argparse.Namespace) -> int:
         if op not in op_names():
             raise UsageError(f"unknown --op-group {op!r}; known: {', '.join(op_names())}, all")
     backend = _backend(a.backend)
-    cands, minutes = parse_budget(a.budget)
+    cands, minutes = parse_budget(a.budget) if a.budget is not None else (None, None)
+    explicit = tuple(n for n, v in (("budget_candidates", cands), ("budget_minutes", minutes),
+                                    ("candidate_timeout_s", a.candidate_timeout)) if v is not None)
     target_name = None
     proxy = False
     if backend == "cuda":
@@ -109,7 +111,8 @@ def cmd_search(a: argparse.Namespace) -> int:
     for op in ops:
         opts = SearchOptions(op=op, backend=backend, target=target_name, proxy=proxy, proposer=a.proposer,
                              budget_candidates=cands or 20, budget_minutes=minutes or 60.0, seed=a.seed,
-                             root=a.root, db=a.db, resume=a.resume, candidate_timeout_s=a.candidate_timeout,
+                             root=a.root, db=a.db, resume=a.resume,
+                             candidate_timeout_s=a.candidate_timeout or 600.0, explicit=explicit,
                              unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
@@ -228,12 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--hybrid-tune", type=int, default=None, help="LLM/agent proposers: optimizer trials on each "
                                                                   "accepted structure's parameters before the next "
                                                                   "call (default 4, 0: none)")
-    s.add_argument("--budget", default="20", help="N candidates, Nm minutes, or N,Mm (default 20)")
+    s.add_argument("--budget", default=None, help="N candidates, Nm minutes, or N,Mm (default 20 candidates, "
+                                                  "60 min; a resumed run keeps its own unless given)")
     s.add_argument("--resume", nargs="?", const="latest", default=None,
                    help="continue the latest unfinished run of this op group (or the run id given)")
     s.add_argument("--seed", type=seed_arg, default=0, help="seed of the proposer (default 0)")
-    s.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per candidate before it is "
-                                                                           "killed and rejected (default 600)")
+    s.add_argument("--candidate-timeout", type=float, default=None, help="seconds per candidate before it is "
+                                                                          "killed and rejected (default 600)")
     s.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="judge LLM/agent candidates even where the producer sandbox (bubblewrap) is unavailable; "
                         "every verdict and record then says so")

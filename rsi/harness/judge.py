@@ -170,7 +170,7 @@ class Arenas:
     """Two output arenas per producer and shape, used alternately; each is filled with random bytes per call."""
 
     def __init__(self, mem: SharedMemory, client: ProducerClient, nbytes: int, gen: torch.Generator, base_id: int):
-        self.bufs, self.gen = [], gen
+        self.bufs, self.gen, self.nbytes = [], gen, nbytes
         self.ids = [base_id, base_id + 1]
         for k in self.ids:
             buf, desc = mem.alloc(nbytes, client.scratch)
@@ -371,6 +371,7 @@ class Judge:
         n_calls = 3 if self.opt.backend == "cuda" else 2
         shared_prev = None  # (shape, layout, shared inputs, input id) for the refill trial
         calls = 0
+        arenas: Arenas | None = None
         for shape, layout, seed, special, refill in plan:
             where = f"shape {shape.key()} layout {layout} case " + (
                 "refill" if refill else (special.name if special else f"seed{seed}"))
@@ -391,7 +392,11 @@ class Judge:
             oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, Tolerance) \
                 else (None,) * len(refs)
             scales = check.term_scales(op, inputs, len(refs))
-            arenas = Arenas(self.mem, client, arena_bytes(refs), gen, self._id())
+            need = arena_bytes(refs)
+            if arenas is None or arenas.nbytes != need:  # reused across the trials of one shape
+                if arenas is not None:
+                    arenas.release()
+                arenas = Arenas(self.mem, client, need, gen, self._id())
             first = None
             for k in range(n_calls):
                 aid, buf, fill = arenas.next(keep_fill=True)
@@ -429,6 +434,7 @@ class Judge:
                         if not check.bitwise_equal(a, b):
                             raise StageError("correctness", f"non-deterministic: call {k + 1} differs from call 1 "
                                                             f"(output {i}) at {where}")
+        if arenas is not None:
             arenas.release()
         if shared_prev is not None:
             client.request(P.DROP, {"inputs": [shared_prev[3]]})

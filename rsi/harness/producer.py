@@ -126,10 +126,7 @@ class Producer:
             self.inputs.pop(k, None)
         for k in args.get("arenas", []):
             self.arenas.pop(k, None)
-        self.current = None
-        import gc
-
-        gc.collect()
+        self.current = None  # reference counting frees the mappings now (no gc pass: it cost ~70 ms a drop)
         return {"kind": "ok"}
 
     def _run(self, args: dict[str, Any], mode: str) -> dict[str, Any]:

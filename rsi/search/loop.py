@@ -49,6 +49,7 @@ class SearchOptions:
     timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
     proposer_args: dict[str, Any] = field(default_factory=dict)
     quiet: bool = False
+    explicit: tuple[str, ...] = ()  # options the user gave on this command line (a resume takes them)
 
 
 def make_proposer(opts: SearchOptions, store: Store, run_id: str, space) -> Proposer:
@@ -72,13 +73,14 @@ RESUMABLE = ("budget_candidates", "budget_minutes", "candidate_timeout_s")
 def _resume_options(store: Store, run_id: str, saved: SearchOptions, given: SearchOptions) -> SearchOptions:
     """The resumed run's options: its own, with the budgets, timeouts and (LLM proposers) base URL that ``given``
     or the environment change; printed (kept / overridden / ignored) and stored for the next resume. The CLI fills
-    every top-level option, so one is taken only where it differs from the default."""
+    every top-level option, so one is taken where the user gave it (``explicit``) or where it differs from the
+    default."""
     default = SearchOptions(op=given.op, backend=given.backend, target=given.target)
     changes: dict[str, Any] = {}
     overridden, ignored = [], []
     for name in RESUMABLE:
         new, old = getattr(given, name), getattr(saved, name)
-        if new != getattr(default, name) and new != old:
+        if (name in given.explicit or new != getattr(default, name)) and new != old:
             changes[name] = new
             overridden.append(f"{name} {old} -> {new}")
     for name in ("op", "backend", "target") + (("proposer",) if given.proposer != default.proposer else ()):
@@ -96,7 +98,7 @@ def _resume_options(store: Store, run_id: str, saved: SearchOptions, given: Sear
         if merged.get("model") not in (None, "none"):
             kept.append(f"model={merged['model']}")
     opts = replace(saved, **changes)
-    store.update_run_args(run_id, {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet")})
+    store.update_run_args(run_id, {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet", "explicit")})
     print(f"[rsi] resume {run_id}: kept {', '.join(kept)}; overridden: {', '.join(overridden) or 'nothing'}"
           + (f"; ignored (a resumed run keeps its op, proposer, backend, target, model and sampling): "
              f"{', '.join(ignored)}" if ignored else ""), file=sys.stderr, flush=True)
@@ -124,7 +126,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
         run_id = run.id
         store.mark_running(run_id)
     else:
-        args = {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet")}
+        args = {k: v for k, v in asdict(opts).items() if k not in ("resume", "quiet", "explicit")}
         run_id = store.create_run(opts.op, opts.target, opts.backend, opts.proposer, args, env, opts.proxy)
     done = store.evaluations(run_id)
     seq = len(done)

@@ -67,3 +67,20 @@ def test_wheel_ships_spaces_templates_and_kernels(tmp_path):
     assert {f"search_spaces/{p.name}" for p in (REPO / "search_spaces").glob("*.toml")} <= names
     assert "verified_kernels/LOCK.json" in names and "rsi/templates/swiglu.py" in names
     assert any(n.startswith("verified_kernels/swiglu/") and n.endswith("/kernel.py") for n in names)
+
+
+def test_resume_takes_an_explicit_budget_equal_to_the_default(tmp_path, capsys):
+    """A run saved with 50 candidates, resumed with an explicit --budget 20 (the default's value): 20 is taken;
+    without the flag the saved 50 is kept."""
+    from rsi.search.loop import SearchOptions, _resume_options
+    from rsi.store import Store
+
+    store = Store(tmp_path / "rsi.db", tmp_path)
+    saved = SearchOptions(op="swiglu", backend="interpret", target=None, budget_candidates=50)
+    run = store.create_run("swiglu", None, "interpret", "offline", {}, {})
+    given = SearchOptions(op="swiglu", backend="interpret", target=None, budget_candidates=20,
+                          explicit=("budget_candidates",))
+    assert _resume_options(store, run, saved, given).budget_candidates == 20
+    plain = SearchOptions(op="swiglu", backend="interpret", target=None)
+    assert _resume_options(store, run, saved, plain).budget_candidates == 50
+    store.close()
