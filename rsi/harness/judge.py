@@ -102,7 +102,7 @@ class ProducerClient:
         if reply.kind == P.ERROR:
             msg, _, tb = reply.message.partition("\nTraceback")
             raise StageError("compile" if reply.stage == "compile" else "correctness", _trim(msg, 1500),
-                             {"producer_stage": reply.stage, "traceback": ("Traceback" + tb)[-4000:] if tb else ""})
+                             {"producer_stage": reply.stage, "traceback": ("Traceback" + tb)[-6000:] if tb else ""})
         return reply
 
     def _pending(self) -> bool:
@@ -403,7 +403,7 @@ class Judge:
                 try:
                     reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
                 except StageError as e:
-                    if calls == 0:  # the first call compiles (Triton JITs on first launch): its failure is compile
+                    if calls == 0 and _triton_failure(e):  # Triton compiles on the first launch
                         e.stage = "compile"
                     e.reason = f"{e.reason} at {where}"
                     raise
@@ -499,6 +499,15 @@ class Judge:
             checked += cand_ent.checked
             rows.append(_row(op, shape, samples, nbytes, self.copy_bw, params, cand_ent))
         return rows, checked
+
+
+def _triton_failure(e: StageError) -> bool:
+    """An exception the candidate raised from inside Triton (its compiler or language front end): the first launch
+    is where a kernel compiles, so such a failure there is a compile rejection, not a wrong result."""
+    tb = e.details.get("traceback", "")
+    return e.stage == "correctness" and "producer_stage" in e.details and (
+        "/triton/compiler/" in tb or "/triton/language/" in tb or "CompilationError" in e.reason
+        or "InterpreterError" in e.reason)
 
 
 def _refill(shared: tuple, inputs: tuple) -> None:

@@ -223,7 +223,7 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - a failing candidate is reported, the judge decides
                 msg = f"{type(e).__name__}: {e}"
                 body = {"kind": "error", "stage": "run", "message": (msg[:1500] + "\n" +
-                                                                      traceback.format_exc()[-2000:])}
+                                                                      traceback.format_exc()[-6000:])}
         outs = tuple(P.OutputDesc(o["offset"], o["dtype"], tuple(o["shape"]), tuple(o["stride"]), o["foreign"])
                      for o in body.get("outputs", []))
         proto.write(P.Reply(nonce, cand, body["kind"], outs, float(body.get("event_us", 0.0)),
