@@ -16,7 +16,6 @@ import time
 OPS = ("swiglu", "modulate", "qkv_pack")
 OLD = r"""
 import json, sys, time
-sys.path.insert(0, ".old")
 from rsi.harness.sandbox import Sandbox
 from rsi.spaces import load_space, template_source
 from rsi.contract import Candidate
@@ -47,17 +46,27 @@ print(json.dumps({"status": v["status"], "wall_s": wall, "trials": v["details"][
 """
 
 
+SITECUSTOMIZE = """import sys
+# an editable install's import hook would hand the old worker the new rsi: drop it in the old tree's processes
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__name__.lower()
+                    and "editable" not in getattr(f, "__name__", "").lower()]
+"""
+
+
 def one(code: str, op: str, old: bool) -> dict:
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     if old:  # the old worker process must import the old rsi too
         env["PYTHONPATH"] = os.path.abspath(".old")
-    r = subprocess.run([sys.executable, "-c", code, op], capture_output=True, text=True, env=env, timeout=900)
+    r = subprocess.run([sys.executable, "-c", code, op], capture_output=True, text=True, env=env, timeout=900,
+                       cwd=".old" if old else ".")  # the current directory comes first on sys.path
     if r.returncode:
         raise RuntimeError(r.stderr[-2000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(out: str) -> None:
+    with open(os.path.join(".old", "sitecustomize.py"), "w") as f:
+        f.write(SITECUSTOMIZE)
     rows = []
     for rep in range(3):
         for op in OPS:
