@@ -6,8 +6,8 @@ import argparse
 import json
 import re
 import shlex
-import time
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console

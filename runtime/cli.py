@@ -101,10 +101,9 @@ def _fail(kind: str, e: BaseException) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rsi.verified import find_root
     from runtime.packing import RequestError
     from runtime.pipeline import PARTS, Request, fmt_gib, pick_schedule, run_pipeline, summary_rows, validate
-
-    from rsi.verified import find_root
 
     out_json = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
     lock_root, lock_how = find_root(getattr(args, "root_explicit", None))

@@ -57,7 +57,8 @@ def available() -> tuple[bool, str]:
     if exe is None:
         return False, "bubblewrap (bwrap) is not installed (apt-get install bubblewrap, or set RSI_BWRAP)"
     try:
-        r = subprocess.run([exe, *_flags("interpret"), "true"], capture_output=True, timeout=20, text=True)
+        r = subprocess.run([exe, *_flags("interpret"), "true"], capture_output=True, timeout=20, text=True,
+                           check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"bwrap failed to start: {e}"
     if r.returncode != 0:

@@ -12,37 +12,35 @@ Stages, fail closed: static -> compile -> correctness -> timing -> physics. The 
 
 from __future__ import annotations
 
-import os
 import random
 import secrets
-import select
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import torch
 
 from rsi.contract import ACCEPT, Candidate, OpGroup, Shape, Tolerance, Verdict
 from rsi.harness import check, jail
 from rsi.harness import protocol as P
-from rsi.harness.producer import ALIGN, GUARD
+from rsi.harness.client import (
+    AliasEntry,
+    Arenas,
+    ProducerClient,
+    RemoteEntry,
+    StageError,
+    arena_bytes,
+    guard_violation,
+    outputs_from,
+)
 from rsi.harness.static import check_source
-from rsi.harness.wire import SharedMemory, dtype_of, make_view
+from rsi.harness.wire import SharedMemory
 from rsi.refs import get_op_group
 
 N_SEEDS = 5
-ARENA_SLACK = 1 << 20
-
-
-class StageError(Exception):
-    def __init__(self, stage: str, reason: str, details: dict | None = None):
-        super().__init__(reason)
-        self.stage, self.reason, self.details = stage, reason, details or {}
 
 
 @dataclass
@@ -58,178 +56,6 @@ class JudgeOptions:
     target: str | None = None                   # GPU target whose peaks the physics gate uses
     measure: bool = True                        # False: correctness only, also on CUDA (GPU suite)
     timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
-
-
-def _trim(s: str, n: int = 600) -> str:
-    s = s.strip()
-    return s if len(s) <= n else s[: n // 2] + " ... " + s[-n // 2:]
-
-
-# ------------------------------------------------------------------------------------------------ producer client
-class ProducerClient:
-    """One producer process for one candidate; every request gets exactly one strictly parsed reply."""
-
-    def __init__(self, cand: Candidate, backend: str, sandbox: bool, timeout_s: float, scratch_root: str):
-        self.cand, self.backend, self.timeout_s = cand, backend, timeout_s
-        self.nonce = secrets.token_hex(16)
-        self.scratch = tempfile.mkdtemp(prefix="rsi-producer-", dir=scratch_root)
-        argv, env = jail.command(backend, self.scratch, int(timeout_s) * 4, sandbox)
-        self.err_path = os.path.join(scratch_root, os.path.basename(self.scratch) + ".log")
-        err = open(self.err_path, "w")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                                     start_new_session=True, bufsize=0)
-        err.close()
-        self._buf = b""
-
-    def _stderr_tail(self, n: int = 1200) -> str:
-        try:
-            with open(self.err_path, errors="replace") as f:
-                return f.read()[-n:].strip()
-        except OSError:
-            return ""
-
-    def request(self, kind: str, args: dict[str, Any], expect: str = P.OK) -> P.Reply:
-        line = P.Request(kind, args).encode().encode()
-        try:
-            self.proc.stdin.write(line)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        raw = self._read_line()
-        reply = P.parse_reply(raw, self.nonce, self.cand.hash, expect)
-        if self._buf or self._pending():
-            raise P.ProtocolError("the producer sent more than one message for one request")
-        if reply.kind == P.ERROR:
-            msg, _, tb = reply.message.partition("\nTraceback")
-            raise StageError("compile" if reply.stage == "compile" else "correctness", _trim(msg, 1500),
-                             {"producer_stage": reply.stage, "traceback": ("Traceback" + tb)[-6000:] if tb else ""})
-        return reply
-
-    def _pending(self) -> bool:
-        r, _, _ = select.select([self.proc.stdout], [], [], 0)
-        if r:
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            self._buf += chunk
-            return bool(chunk)
-        return False
-
-    def _read_line(self) -> str:
-        deadline = time.monotonic() + self.timeout_s
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise StageError("timeout", f"no reply within {self.timeout_s:.0f} s (hang or runaway kernel); "
-                                            f"producer killed")
-            r, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
-            if r:
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    code = self.proc.wait()
-                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                    raise StageError("crash", f"producer died ({how}) while running the candidate: "
-                                              f"{_trim(self._stderr_tail(), 600) or 'no output'}")
-                self._buf += chunk
-                if len(self._buf) > 1 << 22:
-                    raise P.ProtocolError("reply larger than 4 MiB")
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode("utf-8", errors="replace")
-
-    def close(self) -> str:
-        """Ask the producer to exit; returns "" on a clean exit, else what went wrong."""
-        why = ""
-        if self.proc.poll() is None:
-            try:
-                self.request(P.EXIT, {})
-                self.proc.stdin.close()
-                rest = self.proc.stdout.read()
-                if rest.strip():
-                    why = "the producer wrote after its last reply"
-                self.proc.wait(timeout=30)
-            except (StageError, P.ProtocolError, subprocess.TimeoutExpired, OSError) as e:
-                why = f"the producer did not exit cleanly ({e})"
-        self.kill()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        try:
-            os.remove(self.err_path)
-        except OSError:
-            pass
-        return why
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-
-
-# ------------------------------------------------------------------------------------------------ one call, checked
-class Arenas:
-    """Two output arenas per producer and shape, used alternately; each is filled with random bytes per call."""
-
-    def __init__(self, mem: SharedMemory, client: ProducerClient, nbytes: int, gen: torch.Generator, base_id: int):
-        self.bufs, self.gen, self.nbytes = [], gen, nbytes
-        self.ids = [base_id, base_id + 1]
-        for k in self.ids:
-            buf, desc = mem.alloc(nbytes, client.scratch)
-            client.request(P.ARENA, {"id": k, "storage": desc})
-            self.bufs.append(buf)
-        self.client, self.turn = client, 0
-
-    def next(self, keep_fill: bool) -> tuple[int, torch.Tensor, torch.Tensor | None]:
-        i = self.turn
-        self.turn ^= 1
-        buf = self.bufs[i]
-        buf.random_(0, 256, generator=self.gen)
-        fill = buf.clone() if keep_fill else None
-        if buf.is_cuda:
-            torch.cuda.synchronize()
-        return self.ids[i], buf, fill
-
-    def release(self) -> None:
-        self.client.request(P.DROP, {"arenas": self.ids})
-        self.bufs = []
-
-
-def arena_bytes(refs: tuple) -> int:
-    total = GUARD
-    for r in refs:
-        total = -(-total // ALIGN) * ALIGN + r.numel() * r.element_size() + GUARD
-    return total + ARENA_SLACK
-
-
-def outputs_from(reply: P.Reply, buf: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The candidate's outputs as views of the judge's own arena (never memory the producer names freely)."""
-    outs = []
-    for i, o in enumerate(reply.outputs):
-        if o.foreign:
-            raise StageError("correctness", f"output {i} {o.foreign}")
-        dt = dtype_of(o.dtype)
-        esize = torch.empty(0, dtype=dt).element_size()
-        if o.offset % esize:
-            raise StageError("correctness", f"output {i} is misaligned in its arena")
-        try:
-            outs.append(make_view(buf.untyped_storage(), dt, o.shape, o.stride, o.offset // esize))
-        except ValueError as e:
-            raise StageError("correctness", f"output {i}: {e}") from None
-    return tuple(outs)
-
-
-def guard_violation(buf: torch.Tensor, fill: torch.Tensor, outs: tuple) -> str:
-    """Bytes outside every output's span must still hold the random fill (out-of-bounds writes show here)."""
-    mask = torch.ones(buf.numel(), dtype=torch.bool, device=buf.device)
-    base = buf.data_ptr()
-    for o in outs:
-        a, b = check._storage_span(o)
-        mask[a - base: b - base] = False
-    bad = (buf != fill) & mask
-    n = int(bad.sum())
-    if n:
-        first = int(bad.nonzero()[0])
-        return f"{n} bytes written outside the outputs (first at arena byte {first}): an out-of-bounds write"
-    return ""
 
 
 # ------------------------------------------------------------------------------------------------ the judge
@@ -254,7 +80,7 @@ class Judge:
     def close(self) -> None:
         shutil.rmtree(self.scratch_root, ignore_errors=True)
 
-    def __enter__(self) -> Judge:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -543,82 +369,6 @@ def _inputs_changed(private: tuple, shared: tuple) -> str:
         if not torch.equal(a, b):
             return f"input {j} was modified by the candidate (its storage differs from the judge's copy)"
     return ""
-
-
-class RemoteEntry:
-    """A kernel in a producer, as one entry of the timing loop. After each timed call the judge decides, with a
-    generator the producer never sees, whether to compare that call's outputs with the reference."""
-
-    def __init__(self, name, client: ProducerClient, input_ids: list[int], arenas: Arenas, expected, op: OpGroup,
-                 secret: random.Random, fraction: float):
-        """``expected``: (reference outputs per input set, the judge's private input sets), or None (not checked)."""
-        self.name, self.client, self.ids, self.arenas, self.op = name, client, input_ids, arenas, op
-        self.refs, self.private = expected if expected is not None else (None, None)
-        self._oracles: dict[int, tuple] = {}
-        self.secret, self.fraction = secret, fraction
-        self.wall_us: list[float] = []
-        self.event_us: list[float] = []
-        self.checked = 0
-
-    def warm(self, set_index: int) -> None:
-        aid, _, _ = self.arenas.next(keep_fill=False)
-        self.client.request(P.WARM, {"inputs": self.ids[set_index], "arena": aid, "n": 1})
-
-    def timed(self, set_index: int) -> float:
-        aid, buf, _ = self.arenas.next(keep_fill=False)
-        t0 = time.perf_counter()
-        reply = self.client.request(P.TIME, {"inputs": self.ids[set_index], "arena": aid}, expect=P.TIMED)
-        self.wall_us.append((time.perf_counter() - t0) * 1e6)
-        self.event_us.append(reply.event_us)
-        if self.refs is not None and (not self.checked or self.secret.random() < self.fraction):
-            self.checked += 1
-            outs = outputs_from(reply, buf)
-            refs = self.refs[set_index]
-            ok, why = check.check_structure(outs, refs)
-            if not ok:
-                raise StageError("timing", f"a timed call's output: {why}")
-            oracles, scales = self._oracle(set_index)
-            for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
-                ok, _, why = check.compare(o, r, orc, self.op.tolerance, term_scale=sc)
-                if not ok:
-                    raise StageError("timing", f"a timed call's output {i} is wrong ({why}): the kernel behaves "
-                                               f"differently when timed")
-        return reply.event_us
-
-    def _oracle(self, set_index: int) -> tuple[tuple, tuple]:
-        """(fp64 oracles, term scales) of one input set, computed once."""
-        if set_index not in self._oracles:
-            n = len(self.refs[set_index])
-            inputs = self.private[set_index]
-            oracles = check.as_tuple(self.op.oracle(*inputs)) if isinstance(self.op.tolerance, Tolerance) \
-                else (None,) * n
-            self._oracles[set_index] = (oracles, check.term_scales(self.op, inputs, n))
-        return self._oracles[set_index]
-
-    def synced(self, set_index: int) -> tuple[float, float]:
-        aid, _, _ = self.arenas.next(keep_fill=False)
-        r = self.client.request(P.SYNCED, {"inputs": self.ids[set_index], "arena": aid}, expect=P.SYNC)
-        return r.event_us, r.through_us
-
-    def release(self) -> None:
-        self.arenas.release()
-        self.client.request(P.DROP, {"inputs": self.ids})
-
-
-class AliasEntry:
-    """The same remote kernel timed a second time in the loop: the A/A measurement of the noise band."""
-
-    def __init__(self, name: str, target: RemoteEntry):
-        self.name, self.t = name, target
-
-    def warm(self, set_index: int) -> None:
-        pass
-
-    def timed(self, set_index: int) -> float:
-        return self.t.timed(set_index)
-
-    def synced(self, set_index: int) -> tuple[float, float]:
-        return self.t.synced(set_index)
 
 
 def _row(op: OpGroup, shape: Shape, samples: dict, nbytes: int, copy_bw: dict, params: dict,

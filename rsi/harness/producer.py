@@ -130,7 +130,6 @@ class Producer:
         return {"kind": "ok"}
 
     def _run(self, args: dict[str, Any], mode: str) -> dict[str, Any]:
-        import torch
 
         from rsi.harness import timing
 
@@ -190,7 +189,7 @@ def _limits(cpu_s: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
     resource.setrlimit(resource.RLIMIT_FSIZE, (2 * 1024**3, 2 * 1024**3))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
 
 

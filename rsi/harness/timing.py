@@ -10,7 +10,7 @@ shows up as a gap between the two event intervals (the side-stream check, measur
 process).
 
 An implementation is an :class:`Entry`: a local callable (:class:`LocalEntry`: baselines in the judge, everything
-in ``rsi bench``) or a candidate running in its own producer process (``rsi.harness.judge.RemoteEntry``), which
+in ``rsi bench``) or a candidate running in its own producer process (``rsi.harness.client.RemoteEntry``), which
 runs this same :func:`timed_call` there. Calls of different processes never overlap: the loop hands the GPU from
 one to the next (lockstep), so a candidate and its baselines are timed interleaved although CUDA events cannot
 time another process's stream.
@@ -150,7 +150,7 @@ def interleave(entries: Sequence[Entry], n_sets: int, warmup: int = 5, reps: int
             out[ent.name].times_us.append(us)
     for r in range(sync_reps):
         for ent in entries:
-            ev, through = ent.synced(r % n_sets)
+            _, through = ent.synced(r % n_sets)
             out[ent.name].sync_times_us.append(through)
     return out
 

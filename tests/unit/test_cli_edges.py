@@ -60,7 +60,7 @@ def test_find_root_order(tmp_path, monkeypatch):
 
 def test_wheel_ships_spaces_templates_and_kernels(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
-                        "-q", "-w", str(tmp_path)], capture_output=True, text=True, timeout=300)
+                        "-q", "-w", str(tmp_path)], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     (whl,) = tmp_path.glob("rsi-*.whl")
     names = set(zipfile.ZipFile(whl).namelist())
