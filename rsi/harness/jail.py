@@ -23,6 +23,9 @@ PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LAN
             "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 
 
+MASKED = ("/tmp", "/var/tmp", "/run", "/var/run")  # private in the sandbox (an empty tmpfs each)
+
+
 def level() -> str:
     """``strict`` (default) or ``compat`` (``RSI_JAIL=compat``: the host's /dev and no PID/IPC namespaces, for a
     machine where CUDA IPC fails across namespaces; verdicts say which level ran)."""
@@ -76,6 +79,27 @@ def environment(backend: str, scratch: str) -> dict[str, str]:
     return env
 
 
+def _needed_paths() -> list[str]:
+    """Read-only paths the producer needs that a masked directory would hide (a checkout or a virtual environment
+    under /tmp, as a CI clone may be): the interpreter, its prefixes, sys.path and the rsi package's folder."""
+    import rsi
+
+    paths = {sys.executable, sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(rsi.__file__)),
+             *[p for p in sys.path if p]}
+    out = []
+    for p in sorted(paths):
+        real = os.path.realpath(p)
+        for cand in {p, real}:
+            if os.path.exists(cand) and any(cand == m or cand.startswith(m + "/") for m in MASKED):
+                out.append(cand)
+    # a parent bound after its child would hide the child: bind parents first, skip paths already inside one
+    keep: list[str] = []
+    for p in sorted(set(out), key=len):
+        if not any(p == k or p.startswith(k + "/") for k in keep):
+            keep.append(p)
+    return keep
+
+
 def command(backend: str, scratch: str, cpu_s: int, sandbox: bool) -> tuple[list[str], dict[str, str]]:
     """argv and environment of one producer process."""
     os.makedirs(os.path.join(scratch, "tmp"), exist_ok=True)
@@ -83,7 +107,10 @@ def command(backend: str, scratch: str, cpu_s: int, sandbox: bool) -> tuple[list
     inner = [sys.executable, "-m", "rsi.harness.producer", scratch, str(cpu_s)]
     if not sandbox:
         return inner, env
-    argv = [bwrap_binary(), *_flags(backend), "--bind", scratch, scratch, "--clearenv", "--chdir", scratch]
+    argv = [bwrap_binary(), *_flags(backend)]
+    for p in _needed_paths():
+        argv += ["--ro-bind", p, p]
+    argv += ["--bind", scratch, scratch, "--clearenv", "--chdir", scratch]
     for k, v in env.items():
         argv += ["--setenv", k, v]
     return argv + ["--"] + inner, env

@@ -72,3 +72,24 @@ def test_protocol_accepts_a_well_formed_reply():
                                                        "stride": [3, 1], "foreign": ""}]),
                       "n" * 32, "c" * 64, P.OUTPUTS)
     assert r.outputs[0].shape == (2, 3) and r.outputs[0].offset == 4096
+
+
+def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(monkeypatch):
+    """The sandbox gives the producer a private /tmp; a checkout or virtual environment there (a CI clone) is bound
+    back read-only, parents before children, so the producer can still import rsi (CI failed without it)."""
+    import sys
+
+    monkeypatch.setattr(sys, "path", ["/tmp/clone/.venv/lib/site-packages", "/tmp/clone", "/usr/lib/python3"])
+    monkeypatch.setattr(jail.os.path, "exists", lambda p: True)
+    monkeypatch.setattr(jail.os.path, "realpath", lambda p: p)
+    import rsi
+
+    monkeypatch.setattr(rsi, "__file__", "/tmp/clone/rsi/__init__.py")
+    monkeypatch.setattr(sys, "executable", "/tmp/clone/.venv/bin/python")
+    monkeypatch.setattr(sys, "prefix", "/tmp/clone/.venv")
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    assert jail._needed_paths() == ["/tmp/clone"]
+    monkeypatch.setattr(jail.os, "makedirs", lambda *a, **k: None)
+    argv, _ = jail.command("interpret", "/tmp/judge/scratch", 10, True)
+    i_tmp, i_bind = argv.index("/tmp"), argv.index("/tmp/clone")
+    assert argv[i_tmp - 1] == "--tmpfs" and argv[i_bind - 1] == "--ro-bind" and i_bind > i_tmp
