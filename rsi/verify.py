@@ -19,6 +19,7 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
     env = envmod.capture()
     results = []
     with Judge(JudgeOptions(backend=backend, timeout_s=timeout_s, timing={"warmup": 5, "reps": reps},
+                            huge=backend == "cuda",
                             target=targets[0] if len(targets) == 1 else None)) as judge:
         for tgt in targets:
             for op in sorted(lock.get("targets", {}).get(tgt, {})):

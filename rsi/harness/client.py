@@ -55,15 +55,38 @@ class ProducerClient:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
                                          start_new_session=True, bufsize=0)
         self._buf = b""
+        self.live_inputs: set[int] = set()   # shared storages the producer maps now (released before a kill)
+        self.live_arenas: set[int] = set()
+
+    def release_all(self) -> None:
+        """Best effort, a few seconds at most: ask a live producer to let go of every shared storage, so that CUDA
+        IPC can free the judge's buffers (a producer killed while mapping them leaves them allocated for good)."""
+        if self.proc.poll() is not None or not (self.live_inputs or self.live_arenas):
+            return
+        timeout, self.timeout_s = self.timeout_s, 5.0
+        try:
+            self.request(P.DROP, {"inputs": sorted(self.live_inputs), "arenas": sorted(self.live_arenas)})
+        except Exception:  # noqa: BLE001, S110 - a producer that cannot answer is killed next anyway
+            pass
+        finally:
+            self.timeout_s = timeout
 
     def _stderr_tail(self, n: int = 1200) -> str:
         try:
-            with open(self.err_path, errors="replace") as f:
-                return f.read()[-n:].strip()
+            with open(self.err_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.err_path) - n))
+                return f.read().decode(errors="replace").strip()
         except OSError:
             return ""
 
     def request(self, kind: str, args: dict[str, Any], expect: str = P.OK) -> P.Reply:
+        if kind == P.INPUTS:
+            self.live_inputs.add(args["id"])
+        elif kind == P.ARENA:
+            self.live_arenas.add(args["id"])
+        elif kind == P.DROP:
+            self.live_inputs.difference_update(args.get("inputs", []))
+            self.live_arenas.difference_update(args.get("arenas", []))
         line = P.Request(kind, args).encode().encode()
         try:
             self.proc.stdin.write(line)
@@ -227,7 +250,7 @@ class RemoteEntry:
         self.client.request(P.WARM, {"inputs": self.ids[set_index], "arena": aid, "n": 1})
 
     def timed(self, set_index: int) -> float:
-        aid, buf, _ = self.arenas.next(keep_fill=False)
+        aid, buf, fill = self.arenas.next(keep_fill=self.refs is not None)
         t0 = time.perf_counter()
         reply = self.client.request(P.TIME, {"inputs": self.ids[set_index], "arena": aid}, expect=P.TIMED)
         self.wall_us.append((time.perf_counter() - t0) * 1e6)
@@ -239,6 +262,12 @@ class RemoteEntry:
             ok, why = check.check_structure(outs, refs)
             if not ok:
                 raise StageError("timing", f"a timed call's output: {why}")
+            for i, o in enumerate(outs):
+                if any(check.overlaps(o, o2) for o2 in outs[:i]):
+                    raise StageError("timing", f"a timed call's outputs overlap (output {i})")
+            bad = guard_violation(buf, fill, outs)
+            if bad:
+                raise StageError("timing", f"a timed call: {bad}")
             oracles, scales = self._oracle(set_index)
             for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
                 ok, _, why = check.compare(o, r, orc, self.op.tolerance, term_scale=sc)

@@ -32,6 +32,7 @@ from rsi.harness.client import (
     ProducerClient,
     RemoteEntry,
     StageError,
+    _trim,
     arena_bytes,
     guard_violation,
     outputs_from,
@@ -120,7 +121,11 @@ class Judge:
             if self.opt.backend == "cuda" and self.opt.measure:
                 best_client = None
                 if best is not None:
-                    best_client = self._spawn(best)
+                    try:
+                        best_client = self._spawn(best)
+                    except (StageError, P.ProtocolError) as e:
+                        raise StageError("incumbent", f"the locked kernel failed to start, not the candidate "
+                                                      f"({getattr(e, 'reason', e)}); the candidate was not timed")
                     clients.append(best_client)
                 t0 = time.perf_counter()
                 rows, checked = self.timing(op, client, best_client)
@@ -149,8 +154,15 @@ class Judge:
             v.details.update(e.details)
         except P.ProtocolError as e:
             v.stage, v.reason = "protocol", f"protocol violation: {e}"
+        except Exception as e:  # noqa: BLE001 - a judge-side failure (e.g. out of memory) rejects this candidate only
+            import traceback
+
+            v.stage = "judge"
+            v.reason = f"the judge failed on this candidate: {type(e).__name__}: {_trim(str(e))}"
+            v.details["traceback"] = traceback.format_exc()[-4000:]
         finally:
             for c in clients:
+                c.release_all()  # CUDA IPC frees the judge's buffers only once the producer has let go of them
                 c.kill()
                 c.close()
         v.details["judge_wall_s"] = time.perf_counter() - t_start
@@ -341,6 +353,8 @@ def _refill(shared: tuple, inputs: tuple) -> None:
     done = set()
     for sh, x in zip(shared, inputs):
         if not torch.is_tensor(sh):
+            if sh != x:
+                raise ValueError(f"refill changes a scalar input ({sh!r} -> {x!r}); the producer would keep the old")
             continue
         st, src = sh.untyped_storage(), x.untyped_storage()
         if st.data_ptr() in done:

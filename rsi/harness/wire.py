@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import secrets
 from typing import Any
 
 import torch
@@ -65,11 +66,15 @@ class SharedMemory:
             with self._pool():
                 buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
             return buf, self.describe(buf.untyped_storage())
-        name = f"s{self._n}.bin"
-        path = os.path.join(where, name)
-        with open(path, "wb") as f:
-            f.truncate(nbytes)
-        buf = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
+        name = f"s{self._n}-{secrets.token_hex(8)}.bin"
+        # the scratch directory is the producer's: create the file exclusively and never through a link it planted,
+        # then map it through the descriptor the judge opened
+        fd = os.open(os.path.join(where, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, nbytes)
+            buf = torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
+        finally:
+            os.close(fd)
         return buf, {"kind": "file", "name": name, "nbytes": nbytes}
 
     def describe(self, storage: torch.UntypedStorage) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     started = time.monotonic()
     promoted: list[dict[str, Any]] = []
     status = "finished"
-    judge = Judge(JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s,
+    judge = Judge(JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s, huge=opts.backend == "cuda",
                                unsafe_no_sandbox=opts.unsafe_no_sandbox, timing=dict(opts.timing),
                                target=opts.target))
     display.note(f"judge: producer sandbox {judge.describe()['sandbox']}; seeds {list(judge.seeds)} (fresh per run)")

@@ -93,3 +93,25 @@ def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(monkeypatch):
     argv, _ = jail.command("interpret", "/tmp/judge/scratch", 10, True)
     i_tmp, i_bind = argv.index("/tmp"), argv.index("/tmp/clone")
     assert argv[i_tmp - 1] == "--tmpfs" and argv[i_bind - 1] == "--ro-bind" and i_bind > i_tmp
+
+
+def test_shared_files_are_never_opened_through_a_planted_link(tmp_path, monkeypatch):
+    """The scratch directory belongs to the producer: a link it plants at the next file's name must not make the
+    judge truncate or overwrite the link's target (review finding)."""
+    import torch
+
+    from rsi.harness import wire
+
+    target = tmp_path / "precious.db"
+    target.write_bytes(b"keep me")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(wire.secrets, "token_hex", lambda n: "0" * (2 * n))
+    mem = wire.SharedMemory(torch.device("cpu"))
+    (scratch / f"s1-{'0' * 16}.bin").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        mem.alloc(64, str(scratch))
+    assert target.read_bytes() == b"keep me"
+    buf, desc = mem.alloc(64, str(scratch))  # the next name is free: a plain file, shared by name
+    buf.fill_(7)
+    assert wire.open_storage(desc, str(scratch)).nbytes() == 64
