@@ -40,6 +40,7 @@ from rsi.harness.client import (
 from rsi.harness.static import check_source
 from rsi.harness.wire import SharedMemory
 from rsi.refs import get_op_group
+from rsi.search.stats import paired_ratio_ci
 
 N_SEEDS = 5
 
@@ -400,7 +401,7 @@ def _row(op: OpGroup, shape: Shape, samples: dict, nbytes: int, copy_bw: dict, p
     for name, s in samples.items():
         if name == "candidate":
             continue
-        med, lo, hi = T.ratio_ci(s.times_us, cs.times_us)
+        med, lo, hi = paired_ratio_ci(s.times_us, cs.times_us)
         sm = s.summary()
         row["baselines"][name] = {**sm, "speedup": med, "ci95": [lo, hi],
                                   "gbps": nbytes / (sm["p50_us"] * 1e-6) / 1e9,

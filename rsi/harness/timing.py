@@ -51,13 +51,6 @@ class Samples:
                 "sync_p50_us": statistics.median(self.sync_times_us) if self.sync_times_us else float("nan")}
 
 
-def ratio_ci(base: Sequence[float], cand: Sequence[float], n_boot: int = 2000, seed: int = 0):
-    """Median paired ratio base/cand and its bootstrap 95% CI (``rsi.search.stats``)."""
-    from rsi.search.stats import paired_ratio_ci
-
-    return paired_ratio_ci(base, cand, n_boot=n_boot, seed=seed)
-
-
 class Flusher:
     def __init__(self, device: torch.device | str = "cuda", nbytes: int = FLUSH_BYTES):
         self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)

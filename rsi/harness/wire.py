@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-DTYPE_NAMES = {getattr(torch, n): n for n in (
-    "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-    "float8_e4m3fn", "float8_e5m2")}
+from rsi.harness.protocol import DTYPES
+
+DTYPE_NAMES = {getattr(torch, n): n for n in DTYPES}  # the protocol's dtype list, one place
 
 
 def dtype_of(name: str) -> torch.dtype:

@@ -1113,3 +1113,13 @@ def launch(x, w, shift, scale, idx, CHUNK=256, num_warps=8):
                        acc.stride(0), out.stride(0), BLOCK=K.next_power_of_2(n_cols), num_warps=num_warps)
     return out
 '''
+
+# the shape special case hidden behind a launch default (review finding): the static rule rejects `n == 5376`
+# but not `n == MAGIC` with MAGIC=5376 a default; a wrong path at that size must still fail the trials
+MAGIC_DEFAULT = HONEST.replace('''def launch(x, BLOCK=128):
+    n_rows = x.shape[0]
+    n_cols = x.shape[1] // 2''', '''def launch(x, BLOCK=128, MAGIC=96):
+    n_rows = x.shape[0]
+    n_cols = x.shape[1] // 2
+    if n_cols == MAGIC:
+        return K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)''')

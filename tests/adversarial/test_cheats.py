@@ -346,3 +346,17 @@ def test_hang_times_out():
     with Judge(JudgeOptions(backend="interpret", skip_static=True, timeout_s=20)) as j:
         v = evaluate(j, cheats.HANG)
     expect_rejected(v, "timeout", "no reply within")
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (README, contract): a size compared with a launch parameter's "
+                                       "default passes the static shape rule")
+def test_shape_special_case_behind_a_launch_default_is_static(judge):
+    v = evaluate(judge, cheats.MAGIC_DEFAULT)
+    expect_rejected(v, "static", "special-casing")
+
+
+def test_shape_special_case_behind_a_launch_default_fails_its_trials(judge):
+    """The bypass above buys no wrong result: the special path (an unwritten output at ffn=96, the interpreter's
+    "tiny" shape) is caught by the trials."""
+    v = evaluate(judge, cheats.MAGIC_DEFAULT)
+    expect_rejected(v, "correctness", ("max-abs", "NaN", "per-element", "relative-L2", "cosine"))
