@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rsi.refs.modulate import rms_norm
+from runtime.attention import attend
 from runtime.config import DiTConfig
 
 BF16, FP32 = torch.bfloat16, torch.float32
@@ -49,7 +50,7 @@ class Rope(nn.Module):
 
 
 def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int]) -> torch.Tensor:
-    """Varlen non-causal attention over documents ``[bounds[i], bounds[i+1])`` with SDPA (flash on the GPU).
+    """Varlen non-causal attention over documents ``[bounds[i], bounds[i+1])`` through runtime.attention.attend.
 
     q, k, v: [S, NH, D] (v may be a strided view of qkv) -> [S, NH * D]. The used rows are one document and the
     pad rows their own, exactly as cu_seqlens = [0, used, S]: two SDPA calls, no mask, no cross-talk.
@@ -58,7 +59,7 @@ def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: li
     out = q.new_empty(S, NH, D)
     for a, b in itertools.pairwise(bounds):
         if b > a:
-            o = F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
+            o = attend(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
             out[a:b] = o[0].transpose(0, 1)                                                  # [n, NH, D]
     return out.view(S, NH * D)
 
