@@ -19,6 +19,7 @@ Config = Mapping[str, Any]
 
 
 H3_HIDDEN = 5376  # the hidden size every row-kernel bucket uses (rsi/refs/modulate.py HIDDEN)
+LTX_DIM = 4096    # the LTX-2 video stream's model dim, the ltx_* op groups' timed bucket (rsi/refs/ltx_modulate.py)
 
 
 def _elems_per_thread(c: Config) -> float:
@@ -57,6 +58,15 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     "pair_tile_fills_warps": lambda c: c["BLOCK_P"] * 64 >= 8 * 32 * c["num_warps"],
     # at most 64 values of one head tensor per thread (q and k are both live)
     "pair_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
+    # ---- LTX-2 whole-row kernels (ltx_*): ROWS rows of next_power_of_2(D) columns, D = 4096 in the video bucket
+    # at most 64 fp32 row values per thread (x and branch or the norm's output are live together; SEQ > 1 adds the
+    # next group in flight)
+    "ltx_row_regs_fit": lambda c: (1.5 if c.get("SEQ", 1) > 1 else 1.0) * LTX_DIM * c.get("ROWS", 1)
+    / (c["num_warps"] * 32) <= 64,
+    # each thread gets at least one 16-byte (8 x bf16) access of the row
+    "ltx_row_vectors_16B": lambda c: LTX_DIM * c.get("ROWS", 1) >= 8 * 32 * c["num_warps"],
+    # ltx_qk_norm_rope: a q or k row plus its cos and sin rows (fp32) live together, at most 96 values a thread
+    "ltx_qk_regs_fit": lambda c: 3 * LTX_DIM * c.get("ROWS", 1) <= 96 * 32 * c["num_warps"],
     # ---- head-row copy tiles (qkv_pack, head_merge): [BLOCK_P, 128] bf16 tiles
     "copy_tile_fills_warps": lambda c: c["BLOCK_P"] * 128 >= 8 * 32 * c["num_warps"],
     "copy_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
@@ -109,6 +119,21 @@ def _heuristic_elementwise_wide(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_ltx_row_in_registers(space: Space) -> dict[str, Any]:
+    """One 4096-wide row per program in registers, 4 warps (32 values a thread: four 16-byte vectors), rows streamed
+    through L2 only (.cg) and stored with .cs: modulate's H200-measured choices (run 8) carried over to the LTX
+    rows; not yet measured on LTX shapes."""
+    c = {"ROWS": 1, "SEQ": 1, "num_warps": 4, "EVICT": "", "STREAM": 1}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_ltx_qk_rows(space: Space) -> dict[str, Any]:
+    """One row of q and of k per program, 8 warps (16 values of each 4096-wide row a thread, cos and sin in fp32
+    alongside), the interleaved partner from the registers (split/join), q/k loads evict_first. Not yet measured."""
+    c = {"ROWS": 1, "num_warps": 8, "PAIR": 0, "EVICT": "evict_first"}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
@@ -116,6 +141,8 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "pair_tiles": _heuristic_pair_tiles,
     "copy_tiles": _heuristic_copy_tiles,
     "merge_tiles": _heuristic_merge_tiles,
+    "ltx_row_in_registers": _heuristic_ltx_row_in_registers,
+    "ltx_qk_rows": _heuristic_ltx_qk_rows,
 }
 
 

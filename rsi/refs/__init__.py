@@ -15,6 +15,9 @@ OP_MODULES = {
     "qkv_pack": "rsi.refs.qkv_pack",
     "head_merge": "rsi.refs.head_merge",
     "lora_consumer": "rsi.refs.lora_consumer",
+    "ltx_modulate": "rsi.refs.ltx_modulate",
+    "ltx_gate_residual_modulate": "rsi.refs.ltx_gate_residual_modulate",
+    "ltx_qk_norm_rope": "rsi.refs.ltx_qk_norm_rope",
 }
 
 
