@@ -25,7 +25,7 @@ from runtime.checkpoint import load_dit, transformer_dir
 from runtime.config import RuntimeConfig, get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.lora import apply_adapter, load_adapter
-from runtime.model import H3DiT, build_dit, init_random_, param_counts
+from runtime.model import H3DiT, build_dit, param_counts
 from runtime.packing import (  # noqa: F401
     AUDIO_CH,
     RequestError,
@@ -39,8 +39,7 @@ from runtime.release import video_vae_stats
 from runtime.request import TEXT_ENCODERS, Request, pick_schedule, resolve_device, validate  # noqa: F401 (API)
 from runtime.sampler import VIDEO_COND_AUG, Schedule, condition_noise, euler_step, initial_noise
 from runtime.text import make_text_encoder
-from runtime.vae_audio import AudioVAEDecoder
-from runtime.vae_video import VideoVAEDecoder
+from runtime.vae import KINDS, VAEDecoder, build_decoder, set_latent_stats, vae_folder
 
 log = logging.getLogger("runtime.pipeline")
 
@@ -79,24 +78,17 @@ def peak_memory(device: torch.device) -> dict[str, float | None]:
 
 # ------------------------------------------------------------------------------------------------ building
 def build_vaes(cfg: RuntimeConfig, device: torch.device, seed: int, weights: str | None = None
-               ) -> tuple[VideoVAEDecoder, AudioVAEDecoder]:
-    """Random-weight decoders (the official VAE code is remote code, not loaded here), seeds seed + 101 / + 102;
-    the latent statistics come from ``video_vae/config.json`` when --weights has one. Video decodes in bf16 on
-    the GPU."""
-    with torch.device("meta"):
-        video, audio = VideoVAEDecoder(cfg.video_vae), AudioVAEDecoder(cfg.audio_vae)
-    out_scale = lambda n: 0.3 if n.startswith(("proj_out", "conv_post")) else 1.0
-    for i, m in enumerate((video, audio)):
-        m.to_empty(device=device)
-        init_random_(m, seed + 101 + i, scale=out_scale)
-        m.set_stats()
-        m.eval().requires_grad_(False)
-    stats = video_vae_stats(weights)
+               ) -> tuple[VAEDecoder, VAEDecoder]:
+    """diffusers' H3 video and audio VAE decoders (runtime/vae.py): loaded from the partition's diffusers-layout
+    folders when --weights has them (``vae/`` or ``video_vae/``, ``audio_vae/`` with a config.json naming the
+    class), else random weights from seed + 101 / + 102, the video latent statistics then coming from
+    ``video_vae/config.json`` when present. Video decodes in bf16 on the GPU, audio in fp32."""
+    vf, af = vae_folder(weights, "h3_video"), vae_folder(weights, "h3_audio")
+    video = build_decoder("h3_video", cfg.video_vae, device, seed + 101, vf)
+    audio = build_decoder("h3_audio", cfg.audio_vae, device, seed + 102, af)
+    stats = video_vae_stats(weights) if vf is None else None
     if stats is not None:
-        video.set_stats(stats[1]["latents_mean"], stats[1]["latents_std"])
-    if device.type == "cuda":
-        for p in video.parameters():          # weights to bf16; the latent statistics stay fp32
-            p.data = p.data.to(torch.bfloat16)
+        set_latent_stats(video.vae, stats[1]["latents_mean"], stats[1]["latents_std"])
     return video, audio
 
 
@@ -114,21 +106,34 @@ def build_model(req: Request, cfg: RuntimeConfig, device: torch.device) -> tuple
     return model, info
 
 
+def vae_report(req: Request) -> dict[str, dict[str, str]]:
+    """The VAE rows of ``weights_report``: a diffusers folder of the partition, or random weights."""
+    out = {}
+    for part, kind, offset in (("video_vae", "h3_video", 101), ("audio_vae", "h3_audio", 102)):
+        cls, folder = KINDS[kind].cls.__name__, vae_folder(req.weights, kind)
+        if folder is not None:
+            out[part] = {"source": "checkpoint", "detail": f"{folder} (diffusers {cls}, decoder only)"}
+            continue
+        detail = f"diffusers {cls} decoder, seed {req.seed + offset}"
+        if kind == "h3_video":
+            stats = video_vae_stats(req.weights)
+            detail += "; latent mean/std " + (f"from {stats[0]}" if stats else "0/1 (no video_vae/config.json)")
+        out[part] = {"source": "random", "detail": detail}
+    return out
+
+
 PARTS = {"dit": "DiT", "video_vae": "video VAE decoder", "audio_vae": "audio VAE decoder",
          "text_encoder": "text encoder"}
 
 
 def weights_report(req: Request, model_info: dict[str, Any], encoder_name: str) -> dict[str, dict[str, str]]:
-    """Per part of the model: {"source": "checkpoint" | "random", "detail"}. Only the DiT loads from --weights."""
+    """Per part of the model: {"source": "checkpoint" | "random" | "file", "detail"}. The DiT and the VAEs (their
+    diffusers folders, when the partition has them) load from --weights."""
     ck = model_info["checkpoint"]
     dit = ({"source": "checkpoint", "detail": f"{transformer_dir(req.weights)} ({ck['layout']} layout, "
                                               f"{ck['tensors']} tensors in {ck['files']} file(s))"}
            if req.weights else {"source": "random", "detail": f"seed {req.seed}"})
-    stats = video_vae_stats(req.weights)
-    out = {"dit": dit,
-           "video_vae": {"source": "random", "detail": f"seed {req.seed + 101}; latent mean/std "
-                         + (f"from {stats[0]}" if stats else "0/1 (no video_vae/config.json)")},
-           "audio_vae": {"source": "random", "detail": f"seed {req.seed + 102}"},
+    out = {"dit": dit, **vae_report(req),
            "text_encoder": {"source": "random", "detail": f"{encoder_name}, seed {req.seed}"}}
     if req.lora:
         out["lora"] = {"source": "file", "detail": f"{req.lora} ({model_info['lora']['format']}, "
@@ -166,7 +171,7 @@ def _null():
     yield
 
 
-def generate(model: H3DiT, video_vae: VideoVAEDecoder, audio_vae: AudioVAEDecoder, cond: torch.Tensor, seq,
+def generate(model: H3DiT, video_vae: VAEDecoder, audio_vae: VAEDecoder, cond: torch.Tensor, seq,
              cache: AdaLNCache, schedule: Schedule, plan: ShapePlan, seed: int, kernels: Kernels, timer: Timer,
              progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Text rows -> refiner -> Euler loop -> both decoders. Returns host arrays: frames [F, H, W, 3] uint8,
