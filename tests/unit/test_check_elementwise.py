@@ -23,12 +23,16 @@ from rsi.refs import qk_norm_rope as QK
 
 BF = torch.bfloat16
 EPS = 1e-5
-TOL_OPS = ("swiglu", "modulate", "gate_residual_modulate", "qk_norm_rope")
+TOL_OPS = ("swiglu", "modulate", "gate_residual_modulate", "qk_norm_rope", "ltx_modulate", "ltx_gate_residual_modulate",
+           "ltx_qk_norm_rope")
 LARGE = {  # real hidden sizes, 64 rows
     "swiglu": Shape("cpu64", {"rows": 64, "ffn": 14336}),
     "modulate": Shape("cpu64", {"rows": 64, "hidden": 5376, "table": 6}),
     "gate_residual_modulate": Shape("cpu64", {"rows": 64, "hidden": 5376, "table": 9}),
     "qk_norm_rope": Shape("cpu64", {"rows": 64, "heads": 56}),
+    "ltx_modulate": Shape("cpu64", {"rows": 64, "dim": 4096}),
+    "ltx_gate_residual_modulate": Shape("cpu64", {"rows": 64, "dim": 4096}),
+    "ltx_qk_norm_rope": Shape("cpu64", {"rows": 64, "dim": 4096}),
 }
 # another hidden size and table than LARGE (modulate's odd shape), several rows
 MEDIUM = {
@@ -36,6 +40,9 @@ MEDIUM = {
     "modulate": Shape("cpu33", {"rows": 33, "hidden": 1000, "table": 9}),
     "gate_residual_modulate": Shape("cpu33", {"rows": 33, "hidden": 1000, "table": 6}),
     "qk_norm_rope": Shape("cpu33", {"rows": 33, "heads": 7}),
+    "ltx_modulate": Shape("cpu33", {"rows": 33, "dim": 2048}),
+    "ltx_gate_residual_modulate": Shape("cpu33", {"rows": 33, "dim": 1000}),
+    "ltx_qk_norm_rope": Shape("cpu33", {"rows": 33, "dim": 2048}),
 }
 
 
@@ -45,7 +52,7 @@ def test_tolerance_ops_are_the_ones_tested():
 
 
 # ------------------------------------------------------------------------------------------- honest fused kernels
-def _rstd(xf: torch.Tensor, order: str) -> torch.Tensor:
+def _rstd(xf: torch.Tensor, order: str, eps: float = EPS) -> torch.Tensor:
     """fp32 mean of squares in torch's order, or blockwise (64 columns) summed in reverse (a kernel's order)."""
     if order == "torch":
         ss = xf.pow(2).mean(-1, keepdim=True)
@@ -54,11 +61,12 @@ def _rstd(xf: torch.Tensor, order: str) -> torch.Tensor:
         xp = torch.nn.functional.pad(xf, (0, (-H) % 64))
         blocks = (xp * xp).view(*xp.shape[:-1], -1, 64).sum(-1)
         ss = blocks.flip(-1).cumsum(-1)[..., -1:] / H
-    return torch.rsqrt(ss + EPS)
+    return torch.rsqrt(ss + eps)
 
 
-def _norm(xf, w, round_n: bool, order: str):
-    n = xf * _rstd(xf, order) * w.float()
+def _norm(xf, w, round_n: bool, order: str, eps: float = EPS):
+    n = xf * _rstd(xf, order, eps)
+    n = n if w is None else n * w.float()
     return n.to(BF).float() if round_n else n
 
 
@@ -100,6 +108,38 @@ def _qk(qkv, wq, wk, rope, round_n=True, order="torch"):
     return tuple(outs)
 
 
+LTX_EPS = 1e-6
+
+
+def _ltx_affine(n, scale, shift, eager: bool):
+    if eager:   # diffusers' bf16 chain: 1 + scale, the product and the sum each rounded
+        one = (1 + scale.float()).to(BF).float()
+        return ((n * one).to(BF).float() + shift.float()).to(BF)
+    return (n * (1 + scale.float()) + shift.float()).to(BF)
+
+
+def _ltx_mod(x, scale, shift, round_n=True, order="torch", eager=False):
+    return _ltx_affine(_norm(x.float(), None, round_n, order, LTX_EPS), scale, shift, eager),
+
+
+def _ltx_grm(x, branch, gate, scale, shift, r_mode="single", round_n=True, order="blocks"):
+    g = gate.float()
+    r32 = x.float() + ((g * branch.float()).to(BF).float() if r_mode == "eager" else g * branch.float())
+    r = r32.to(BF)
+    hin = r32 if r_mode == "fp32" else r.float()
+    return r, _ltx_affine(_norm(hin, None, round_n, order, LTX_EPS), scale, shift, r_mode == "eager")
+
+
+def _ltx_qk(q, k, wq, wk, cos, sin, round_n=True, order="torch"):
+    outs = []
+    for x, w in ((q, wq), (k, wk)):
+        n = _norm(x.float(), w, round_n, order, LTX_EPS)
+        a, b = n.unflatten(-1, (-1, 2)).unbind(-1)
+        rot = torch.stack([-b, a], dim=-1).flatten(-2)
+        outs.append(torch.addcmul(n * cos, rot, sin).to(BF))   # fp32, the rotation in one expression
+    return tuple(outs)
+
+
 HONEST = {
     "swiglu": [("fused", _swiglu, {}), ("silu_rounded", _swiglu, {"round_silu": True})],
     "modulate": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _modulate, {"round_n": rn, "order": o})
@@ -109,6 +149,13 @@ HONEST = {
                                for m in ("eager", "single", "fp32") for rn in (True, False)],
     "qk_norm_rope": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _qk, {"round_n": rn, "order": o})
                      for rn in (True, False) for o in ("torch", "blocks")],
+    "ltx_modulate": [(f"n_{'bf16' if rn else 'fp32'}_{o}_{'eager' if e else 'fused'}", _ltx_mod,
+                      {"round_n": rn, "order": o, "eager": e})
+                     for rn in (True, False) for o in ("torch", "blocks") for e in (True, False)],
+    "ltx_gate_residual_modulate": [(f"r_{m}_n_{'bf16' if rn else 'fp32'}", _ltx_grm, {"r_mode": m, "round_n": rn})
+                                   for m in ("eager", "single", "fp32") for rn in (True, False)],
+    "ltx_qk_norm_rope": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _ltx_qk, {"round_n": rn, "order": o})
+                         for rn in (True, False) for o in ("torch", "blocks")],
 }
 
 
