@@ -1,5 +1,6 @@
-"""Model configs: ``full`` (the real MiniMax-H3 sizes, H3_SPEC.md sections 1, 3, 2) and ``tiny`` (same structure,
-small widths, for CPU tests). Frozen dataclasses, gpt-fast style: one preset table and ``get_config(name)``."""
+"""Model configs: ``full`` (the real MiniMax-H3 sizes, H3_SPEC.md sections 1, 2, 3, and the LTX-2 video VAE of
+section 6) and ``tiny`` (same structure, small widths, for CPU tests). Frozen dataclasses, gpt-fast style: one preset
+table and ``get_config(name)``. The VAE configs are diffusers constructor arguments (``.kwargs()``)."""
 
 from __future__ import annotations
 

@@ -6,16 +6,20 @@
 
 The architectures, the decode paths (H3's 17-frame clip chunking with token overlap and cross-fade, its spatial
 tiling, the audio BigVGAN, the LTX conv decoder) are diffusers' own code; this module only builds them and wraps
-their ``decode`` in the runtime's tensor contracts. Ours:
+their ``decode`` in the runtime's tensor contracts (module functions ``decode_*``, or ``VAEDecoder.decode(z)``, the
+wrapper the pipeline holds). Ours:
 
 - **Decoder only.** diffusers builds encoder and decoder together; we build on the meta device, drop the encoder-side
-  modules (``ENCODER_PARTS``) and only then materialize, so the encoder never costs memory. Decoding needs none of
+  modules (``KINDS[kind].encoder_parts``) and only then materialize, so the encoder never costs memory. Decoding needs none of
   them (diffusers' ``decode`` reads only ``post_quant_conv``/``dec_in_proj`` and ``decoder``).
 - **Random weights** (no checkpoint): every parameter from its own generator seeded by (seed, name)
   (``runtime.model.init_random_``), with fix-ups so the random decoders are not degenerate: weight-norm gains equal
   the norm of their direction (the effective kernel is N(0, 1/fan_in)), SnakeBeta's log-space alpha/beta are 0
   (alpha = beta = 1), the ViT's zero-initialized layer scales are 0.1 (at 0 every block is the identity), output
-  layers x0.5 (audio x0.05: its 21 AMP residual blocks grow the signal ~10x). Buffers (Kaiser filters, RoPE frequencies, LTX latent statistics) keep their constructor values.
+  layers x0.5 (audio x0.05: its 21 AMP residual blocks grow the signal ~10x). Buffers (Kaiser filters, RoPE
+  frequencies, LTX latent statistics) keep their constructor values.
+- **H3 video, T <= 2 latents**: diffusers' ``_decode`` decodes nothing below one chunk; we decode those tokens as one
+  clip (see ``decode_h3_video``).
 - **Checkpoints**: a diffusers ``from_pretrained`` folder (``config.json`` + ``diffusion_pytorch_model.safetensors``
   or a sharded ``*.safetensors.index.json``); every problem is one ``CheckpointError`` line naming file and key.
   Encoder tensors in the file are skipped.
@@ -191,8 +195,7 @@ def init_vae_random_(vae: nn.Module, seed: int, out_layers: tuple[str, ...] = ()
         owner, _, leaf = name.rpartition(".")
         if leaf == "weight_g":                        # weight norm: effective weight = g * v / |v| = v
             v = params[f"{owner}.weight_v"]
-            p.copy_(torch._weight_norm_interface(v.float(), torch.ones_like(p, dtype=torch.float32), 0)[1]
-                    .reshape(p.shape))
+            p.copy_(torch.linalg.vector_norm(v.float(), dim=tuple(range(1, v.dim())), keepdim=True))   # dim=0
         elif leaf in ("alpha", "beta") and type(vae.get_submodule(owner)).__name__.endswith("SnakeBeta"):
             p.zero_()                                 # log-space parameters: exp(0) = 1
         elif leaf in ("scale1", "scale2"):

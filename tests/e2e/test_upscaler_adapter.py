@@ -97,12 +97,10 @@ def test_positions_and_frames():
 
 
 def test_positions_match_vae_rule():
-    try:                                                             # the VAE's own token -> frame rule
-        from runtime import vae_video
-    except ImportError as e:                                         # the VAE module is not ours to fix here
-        pytest.skip(f"runtime.vae_video does not import: {e}")
-    assert h3_positions(42) == [vae_video.token_frames(k)[1] - 1 for k in range(42)]
-    assert vae_video.token_frames(36)[1] == 124
+    from runtime.vae import h3_video_frames  # the VAE's own frame count for k + 1 tokens
+
+    assert h3_positions(42) == [h3_video_frames(k + 1) - 1 for k in range(42)]
+    assert h3_video_frames(37) == 124
 
 
 def test_pack_geometry_by_hand():
