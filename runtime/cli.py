@@ -77,6 +77,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--lora-qkv-layout", default="interleaved", choices=["interleaved", "contiguous"],
                    help="row order of a native-named LoRA's fused attn.qkv_proj: per-head interleaved like the raw "
                         "checkpoint (default) or already [Q; K; V]")
+    route = p.add_mutually_exclusive_group()
+    route.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None,
+                       help="H3 draft at half size (4 steps) -> x2 latent upscaler -> H3->LTX adapter -> LTX-2 "
+                            "refiner (3 updates) -> LTX-2 VAE; H3 audio muxed (default at 1344x768)")
+    route.add_argument("--stage1-only", dest="two_stage", action="store_const", const=False,
+                       help="H3 alone at the requested size, decoded by the H3 VAEs (default below 1344x768)")
+    p.add_argument("--stage2-prompt", default="generic", choices=["generic", "prompt"],
+                   help="refiner text context: one generic context cached for every request (default, as the Sol-H3 "
+                        "report), or the prompt's own (cached per prompt and encoder)")
+    p.add_argument("--prompt-cache", default=".rsi/prompt_cache",
+                   help="folder of cached stage-2 text contexts (default .rsi/prompt_cache)")
+    p.add_argument("--warmup", action="store_true",
+                   help="before the timed request, run every stage once on its shapes (one forward per "
+                        "transformer) so JIT and backend selection are outside the request; reported separately "
+                        "(two-stage route)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="requests in this process (two-stage route): the first is reported as the first request, "
+                        "the last as the steady state (default 1)")
     p.add_argument("--device", default="auto", help="auto (cuda if visible), cpu, cuda, cuda:N")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
@@ -117,6 +135,10 @@ def _run(args: argparse.Namespace) -> int:
                       text_encoder=args.text_encoder, lora=args.lora, lora_mode=args.lora_mode,
                       lora_strength=args.lora_strength, lora_qkv_layout=args.lora_qkv_layout, device=args.device,
                       root=str(lock_root), mux=not args.no_mux)
+        req.two_stage = args.two_stage if args.two_stage is not None else (
+            aspect is None and (width, height) == (1344, 768))
+        req.stage2_prompt, req.prompt_cache = args.stage2_prompt, args.prompt_cache
+        req.warmup, req.repeat = args.warmup, args.repeat
         plan = validate(req)
     except (ValueError, RequestError) as e:
         _fail("error", e)
@@ -129,6 +151,8 @@ def _run(args: argparse.Namespace) -> int:
         console.print_json(json.dumps({"plan": plan.to_json(), "schedule": pick_schedule(req).to_json()}))
         return 0
     try:
+        if req.two_stage:
+            from runtime.two_stage import run_pipeline_two_stage as run_pipeline
         res = run_pipeline(req, progress=lambda s: console.print(f"[dim]{s}[/]"))
     except RequestError as e:
         _fail("error", e)
@@ -138,10 +162,13 @@ def _run(args: argparse.Namespace) -> int:
         _fail("failed", e)
         return 1
 
-    t = Table(title=f"H3 {req.config} {plan.width}x{plan.height} {plan.frames} frames, {res.schedule['steps']} steps "
-                    f"({res.schedule['name']}), kernels={req.kernels}, {res.device}")
+    route = "two-stage" if req.two_stage else "stage 1 only"
+    t = Table(title=f"H3 {route} {req.config} {plan.width}x{plan.height} {plan.frames} frames, "
+                    f"{res.schedule['steps']} steps ({res.schedule['name']}), kernels={req.kernels}, {res.device}")
     t.add_column("stage")
     t.add_column("seconds", justify="right")
+    if req.two_stage:
+        from runtime.two_stage import summary_rows
     for name, sec in summary_rows(res):
         t.add_row(name, sec)
     console.print(t)
@@ -151,6 +178,11 @@ def _run(args: argparse.Namespace) -> int:
     for c in res.kernels:
         k.add_row(c["op"], ",".join(f"{a}={b}" for a, b in c["dims"].items()), c["kernel"], str(c["calls"]), c["why"])
     console.print(k)
+    if req.two_stage:
+        w, f = res.timings_s.get("warmup"), res.timings_s["first_request"]
+        console.print(f"first request {f['request_total']:.3f} s; steady state (request {req.repeat}) "
+                      f"{res.timings_s['request_total']:.3f} s"
+                      + (f"; warm-up {w['seconds']:.3f} s (not in the request)" if w else "; no warm-up"))
     console.print(f"peak GPU memory {fmt_gib(res.memory['peak_gpu_gib'])}; peak host RSS "
                   f"{fmt_gib(res.memory['peak_host_rss_gib'])}; AdaLN released {res.adaln['released_gib']:.2f} GiB, "
                   f"tables {res.adaln['table_gib'] * 1024:.1f} MiB")

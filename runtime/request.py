@@ -51,6 +51,12 @@ class Request:
     device: str = "auto"
     root: str = "."
     mux: bool = True
+    two_stage: bool = False         # H3 draft at half size -> upscaler -> adapter -> LTX-2 refiner -> LTX VAE
+    stage2_prompt: str = "generic"  # generic: one cached context for every request (the report's); prompt: encode it
+    prompt_cache: str = ".rsi/prompt_cache"
+    warmup: bool = False            # one untimed pass of every stage (JIT, backend choice) before the request
+    repeat: int = 1                 # requests in this process: the first is reported as first_request, the last
+                                    # as the steady state
 
 
 def resolve_device(name: str) -> torch.device:
@@ -94,6 +100,10 @@ def validate(req: Request) -> ShapePlan:
     if req.aspect is not None:
         req.width, req.height = canvas_for_aspect(*req.aspect)
     plan = plan_request(req.duration_s, req.width, req.height, canvas=req.aspect is not None)
+    if req.two_stage:
+        _check_two_stage(req, plan)
+    if req.repeat < 1:
+        raise RequestError(f"--repeat {req.repeat}: use 1 or more")
     if req.mux:
         _writable("--out", req.out, ".mp4")
     elif Path(req.out).suffix.lower() != ".mp4":
@@ -132,6 +142,25 @@ def validate(req: Request) -> ShapePlan:
         except ImportError:
             raise RequestError("writing MP4 needs PyAV (pip install av)") from None
     return plan
+
+
+STAGE2_PROMPTS = ("generic", "prompt")
+
+
+def _check_two_stage(req: Request, plan: ShapePlan) -> None:
+    """The draft runs at half the width and height (its latent is upscaled x2 and the LTX latent is /32): both
+    edges must be multiples of 64. The prompt cache folder must be creatable and writable."""
+    if plan.width % 64 or plan.height % 64:
+        raise RequestError(f"--two-stage at {plan.width}x{plan.height}: width and height must be multiples of 64 "
+                           "(the H3 draft runs at half size, on a 32-pixel grid); e.g. 1344x768")
+    plan_request(plan.duration_s, plan.width // 2, plan.height // 2)
+    if req.stage2_prompt not in STAGE2_PROMPTS:
+        raise RequestError(f"--stage2-prompt {req.stage2_prompt!r}: use one of {', '.join(STAGE2_PROMPTS)}")
+    d = Path(req.prompt_cache)
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    if not d.is_dir() or not os.access(d, os.W_OK | os.X_OK):
+        raise RequestError(f"--prompt-cache {req.prompt_cache}: {d} is not a writable folder")
 
 
 def pick_schedule(req: Request) -> Schedule:

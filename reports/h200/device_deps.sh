@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .whl .tools
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
-for w in optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4; do
+# diffusers: the peer library the runtime uses (its other needs are in the image); av: PyAV for the MP4 mux
+for w in optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
+    diffusers==0.42.1 importlib_metadata==8.7.0 av==16.0.1; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
     -d .whl "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --implementation cp $PLAT -d .whl "$w"
 done

@@ -1,0 +1,71 @@
+"""The two-stage route on tiny configs (CPU): shapes through every stage, the MP4, timings per stage, warm-up and
+repeats, the prompt cache across requests, the route default and its usage errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime import cli
+from runtime.mux import probe_mp4
+from runtime.packing import plan_request
+from runtime.request import Request
+from runtime.two_stage import draft_plan, ltx_audio_frames, ltx_latent_frames, run_pipeline_two_stage
+
+
+def test_plans_of_the_report_route():
+    p = plan_request(5.0, 1344, 768)
+    d = draft_plan(p)
+    assert (d.width, d.height, d.frames) == (672, 384, 124) and d.latent_shape == (24, 37, 24, 42)
+    assert ltx_latent_frames(p) == 16 and 8 * (ltx_latent_frames(p) - 1) + 1 == 121
+    assert ltx_audio_frames(p) == 126                        # 121 / 24 s at 25 LTX audio latents per second
+
+
+def test_two_stage_tiny_end_to_end(tmp_path):
+    req = Request(prompt="a fox in snow", duration_s=1.0, width=256, height=128, two_stage=True, warmup=True,
+                  repeat=2, out=str(tmp_path / "t.mp4"), prompt_cache=str(tmp_path / "pc"))
+    res = run_pipeline_two_stage(req)
+    o = res.outputs
+    assert list(o["z_draft"].shape) == [24, 12, 4, 8]                    # draft 128x64, 39 frames -> 12 latents
+    assert list(o["z_upscaled"].shape) == [1, 24, 12, 8, 16]
+    assert list(o["z_ltx"].shape) == [1, 128, 5, 4, 8] == list(o["z_refined"].shape)   # (39 - 1) // 8 + 1 = 5
+    assert o["frames"].shape == (33, 128, 256, 3) and o["frames"].dtype.name == "uint8"
+    info = probe_mp4(tmp_path / "t.mp4")
+    assert (info["frames"], info["width"], info["height"]) == (33, 256, 128)
+    assert info["audio_duration_s"] == pytest.approx(33 / 24, abs=0.05)           # H3 audio cut to the video
+    t = res.timings_s
+    assert len(t["stage1_steps"]) == 4 and len(t["stage2_steps"]) == 3
+    for k in ("build_dit", "build_refiner", "adaln_precompute", "upscale", "adapt", "stage2_text", "decode_video",
+              "decode_audio", "mux", "request_total"):
+        assert k in t, k
+    assert len(t["requests"]) == 2 and t["first_request"] is t["requests"][0] and "warmup" in t
+    assert o["stage2_context"]["hit"]                        # made in the warm-up, read back from disk after it
+    ops = {c["op"] for c in res.kernels}
+    assert {"ltx_modulate", "ltx_gate_residual_modulate", "ltx_qk_norm_rope", "modulate", "swiglu"} <= ops
+    assert res.plan["ltx_latent"] == [1, 128, 5, 4, 8] and "video_vae" not in res.weights
+
+
+def test_cli_two_stage_table_json_and_default_route(tmp_path, capsys):
+    out = tmp_path / "c.mp4"
+    rc = cli.main(["run-pipeline", "--prompt", "rain", "--duration", "0.5", "--resolution", "128x64",
+                   "--two-stage", "--out", str(out), "--prompt-cache", str(tmp_path / "pc"), "--no-mux"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "stage2 step 3" in text and "upscale" in text and "first request" in text and "two-stage" in text
+    d = json.loads(out.with_suffix(".json").read_text())
+    assert d["request"]["two_stage"] and d["schedule"]["stage2_sigmas"] == [0.909375, 0.725, 0.421875, 0.0]
+    assert cli.main(["run-pipeline", "--prompt", "p", "--resolution", "1344x768", "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--two-stage", "--resolution", "96x64"], "multiples of 64"),
+    (["--two-stage", "--resolution", "256x128", "--prompt-cache", "{file}/pc"], "not a writable folder"),
+    (["--repeat", "0"], "--repeat"),
+])
+def test_two_stage_usage_errors(tmp_path, capsys, args, msg):
+    out, f = tmp_path / "x.mp4", tmp_path / "a_file"
+    f.write_text("")
+    args = [a.format(file=f) for a in args]
+    assert cli.main(["run-pipeline", "--prompt", "p", "--out", str(out), *args]) == 2
+    assert msg in capsys.readouterr().out and not out.exists()
