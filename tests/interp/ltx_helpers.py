@@ -43,11 +43,12 @@ def run(op: str, mod, inputs: tuple, config: dict) -> list[tuple[bool, dict, str
     return res
 
 
-def every_case(op: str, mod, config: dict, seed: int = 1) -> None:
+def every_case(op: str, mod, config: dict, seed: int = 1, min_bitwise: float = 0.99) -> None:
     """Every interpreter shape x layout x (plain seed + every special case) passes the class; on the plain seeds at
     least 99% of the elements are bitwise the reference's (all of them on the machines measured: only a last-bit
     difference of the fp32 sum of squares, whose order is torch's own, can flip a rounding; a kernel that skips
-    one of diffusers' bf16 roundings differs at 10-30%)."""
+    one of diffusers' bf16 roundings differs at 10-30%); ``min_bitwise`` lowers that share for ops whose math a
+    kernel cannot spell as torch does (gelu_tanh's tanh)."""
     g = get_op_group(op)
     for shape in g.interp_shapes:
         for lay in range(g.n_layouts):
@@ -58,4 +59,4 @@ def every_case(op: str, mod, config: dict, seed: int = 1) -> None:
                     where = f"{op} {config} {shape.key()} layout {lay} {sc.name if sc else 'seed'} output {i}"
                     assert ok, f"{where}: {why}"
                     if sc is None:
-                        assert same >= 0.99, f"{where}: {same:.6f} bitwise"
+                        assert same >= min_bitwise, f"{where}: {same:.6f} bitwise"

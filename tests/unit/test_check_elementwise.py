@@ -24,7 +24,7 @@ from rsi.refs import qk_norm_rope as QK
 BF = torch.bfloat16
 EPS = 1e-5
 TOL_OPS = ("swiglu", "modulate", "gate_residual_modulate", "qk_norm_rope", "ltx_modulate", "ltx_gate_residual_modulate",
-           "ltx_qk_norm_rope")
+           "ltx_qk_norm_rope", "gelu_tanh")
 LARGE = {  # real hidden sizes, 64 rows
     "swiglu": Shape("cpu64", {"rows": 64, "ffn": 14336}),
     "modulate": Shape("cpu64", {"rows": 64, "hidden": 5376, "table": 6}),
@@ -33,6 +33,7 @@ LARGE = {  # real hidden sizes, 64 rows
     "ltx_modulate": Shape("cpu64", {"rows": 64, "dim": 4096}),
     "ltx_gate_residual_modulate": Shape("cpu64", {"rows": 64, "dim": 4096}),
     "ltx_qk_norm_rope": Shape("cpu64", {"rows": 64, "dim": 4096}),
+    "gelu_tanh": Shape("cpu64", {"rows": 64, "ffn": 16384}),
 }
 # another hidden size and table than LARGE (modulate's odd shape), several rows
 MEDIUM = {
@@ -43,6 +44,7 @@ MEDIUM = {
     "ltx_modulate": Shape("cpu33", {"rows": 33, "dim": 2048}),
     "ltx_gate_residual_modulate": Shape("cpu33", {"rows": 33, "dim": 1000}),
     "ltx_qk_norm_rope": Shape("cpu33", {"rows": 33, "dim": 2048}),
+    "gelu_tanh": Shape("cpu33", {"rows": 33, "ffn": 1000}),
 }
 
 
@@ -140,6 +142,14 @@ def _ltx_qk(q, k, wq, wk, cos, sin, round_n=True, order="torch"):
     return tuple(outs)
 
 
+def _gelu(x, form="tanh"):
+    xf = x.float()
+    u = math.sqrt(2 / math.pi) * (xf + 0.044715 * xf * xf * xf)
+    if form == "tanh":      # torch's spelling, another tanh
+        return (0.5 * xf * (1 + torch.tanh(u))).to(BF),
+    return (xf / (1 + torch.exp(-2 * u))).to(BF),   # the template's spelling
+
+
 HONEST = {
     "swiglu": [("fused", _swiglu, {}), ("silu_rounded", _swiglu, {"round_silu": True})],
     "modulate": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _modulate, {"round_n": rn, "order": o})
@@ -156,6 +166,7 @@ HONEST = {
                                    for m in ("eager", "single", "fp32") for rn in (True, False)],
     "ltx_qk_norm_rope": [(f"n_{'bf16' if rn else 'fp32'}_{o}", _ltx_qk, {"round_n": rn, "order": o})
                          for rn in (True, False) for o in ("torch", "blocks")],
+    "gelu_tanh": [("tanh", _gelu, {"form": "tanh"}), ("logistic", _gelu, {"form": "logistic"})],
 }
 
 
