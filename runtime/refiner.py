@@ -3,7 +3,8 @@ module (at its full config: 48 layers, video 32 x 128 heads, audio 32 x 64, capt
 parameters); this module runs its forward with our own block loop so that
 
 - the block's memory-bound chains go through ``runtime.kernels`` (op groups ``ltx_modulate``,
-  ``ltx_gate_residual_modulate``, ``ltx_qk_norm_rope``, resolved per shape to a verified kernel or the reference);
+  ``ltx_gate_residual_modulate``, ``ltx_qk_norm_rope``, ``gelu_tanh``), resolved per shape to a verified kernel
+  or the reference;
   each block's closing gated residual is fused with the next block's norm1 modulation, as in the H3 blocks;
 - every attention call goes through ``runtime.attention.attend``;
 - the text cross-attention K/V (the prompt context does not change across steps) are computed once per request
@@ -173,6 +174,10 @@ class Refiner:
     def _grm(self, x, branch, gate, scale, shift):
         return self.k.call("ltx_gate_residual_modulate", x, branch, gate, scale, shift)
 
+    def _ff(self, ff, h):
+        """diffusers FeedForward (GELU(proj, tanh) -> dropout -> Linear) with the activation through ``gelu_tanh``."""
+        return ff.net[2](self.k.call("gelu_tanh", ff.net[0].proj(h)))
+
     def _attn(self, attn, hq, hkv=None, rope=None, krope=None, kv=None):
         """diffusers' LTX2AudioVideoAttnProcessor on 2-D rows; QK-norm + RoPE of self-attention through the
         ``ltx_qk_norm_rope`` op, cross-modal RoPE and norm-only paths in torch as diffusers does them."""
@@ -217,7 +222,7 @@ class Refiner:
         x, h3 = self._grm(x, a2v, md["vg"], sc_mlp, sh_mlp)
         a, ha3 = self._grm(a, v2a, md["ag"], asc_mlp, ash_mlp)
         # 4. feed-forward; its gated residual fused with the next block's norm1 modulation
-        ff, aff = blk.ff(h3), blk.audio_ff(ha3)
+        ff, aff = self._ff(blk.ff, h3), self._ff(blk.audio_ff, ha3)
         if nxt is None:
             return x + ff * g_mlp, a + aff * ag_mlp, None, None
         x, h = self._grm(x, ff, g_mlp, nxt["v"][1], nxt["v"][0])

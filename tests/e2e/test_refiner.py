@@ -41,7 +41,7 @@ def test_forward_equals_diffusers(inputs, dtype):
         ref_v, ref_a = diffusers_forward(m, inputs, sigma, dtype)
         assert torch.equal(v, ref_v.float()) and torch.equal(va, ref_a.float())
     ops = {c["op"] for c in kernels.summary()}
-    assert {"ltx_modulate", "ltx_gate_residual_modulate", "ltx_qk_norm_rope"} <= ops
+    assert {"ltx_modulate", "ltx_gate_residual_modulate", "ltx_qk_norm_rope", "gelu_tanh"} <= ops
 
 
 def test_text_kv_cache_is_used(inputs):
