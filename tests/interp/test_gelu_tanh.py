@@ -16,7 +16,7 @@ pytestmark = pytest.mark.interpreter
 OP = "gelu_tanh"
 CONFIGS = [
     {"FLAT": 1, "BLOCK_F": 512, "num_warps": 4, "EVICT": ""},
-    {"FLAT": 0, "BLOCK_F": 64, "ROWS": 2, "num_warps": 2, "EVICT": "evict_first"},
+    {"FLAT": 0, "BLOCK_F": 128, "ROWS": 2, "num_warps": 2, "EVICT": "evict_first"},
 ]
 
 

@@ -1,6 +1,7 @@
-"""ltx_modulate under the Triton interpreter: the reference is diffusers' computation, the template passes the real
-harness at a non-heuristic config (the heuristic: tests/adversarial/test_every_op_group.py), every config path on
-every layout and special case, diffusers' bits at the LTX row widths; broken variants fail."""
+"""ltx_modulate under the Triton interpreter: the reference is diffusers' computation; the template (its heuristic
+passes the real harness in tests/adversarial/test_every_op_group.py) at two more configs (pipelined row groups,
+several rows per program) on every layout and special case, diffusers' bits at the LTX row widths; broken variants
+fail."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import torch
 from rsi.contract import Shape
 from rsi.refs import get_op_group
 from rsi.spaces import load_space, template_source
-from tests.interp.interp_helpers import assert_full_plan, judge
 from tests.interp.ltx_helpers import every_case, module, run
 
 pytestmark = pytest.mark.interpreter
@@ -30,12 +30,6 @@ def test_reference_is_diffusers():
     want = norm(x[None]) * (1 + scale[None, None]) + shift[None, None]   # [B, S, D] with [B, 1, D] params
     assert torch.equal(g.reference(x, scale, shift).view(torch.int16), want[0].view(torch.int16))
     assert torch.equal(g.reference(x, scale[None], shift[None]), want[0])   # a [1, D] row broadcasts the same
-
-
-def test_judged_config_accepted():
-    v = judge(OP, CONFIGS[0])
-    assert v["status"] == "accepted", v["reason"]
-    assert_full_plan(OP, v)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
