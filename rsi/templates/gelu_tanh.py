@@ -15,14 +15,12 @@ import triton.language as tl
 
 from rsi import kernel as K
 
-SQRT_2_OVER_PI = 0.7978845608028654
-KAPPA = 0.044715
-
-
 @triton.jit
 def _gelu(x):
+    # sqrt(2 / pi) and 0.044715 as literals: a @jit function may read module globals only when they are
+    # tl.constexpr (the GPU compiler refuses plain floats; the interpreter does not check)
     x = x.to(tl.float32)
-    u = SQRT_2_OVER_PI * (x + KAPPA * (x * x * x))
+    u = 0.7978845608028654 * (x + 0.044715 * (x * x * x))
     return (x / (1.0 + tl.exp(-2.0 * u))).to(tl.bfloat16)
 
 
