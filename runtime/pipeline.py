@@ -207,6 +207,7 @@ class Result:
     weights: dict[str, dict[str, str]] = field(default_factory=dict)   # part -> {"source", "detail"}
     mp4: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)                 # rsi.env.capture(): versions, GPU, commit
     outputs: dict[str, Any] | None = field(default=None, repr=False)     # latents and arrays; not in the JSON
 
     def to_json(self) -> dict[str, Any]:
@@ -297,7 +298,13 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
         timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
         text_encoder=encoder_name, kernels=kernels.summary(), lock_sha256=lock_sha256(req.root), weights=weights,
-        mp4=mp4, notes=notes, outputs=out)
+        mp4=mp4, notes=notes, env=run_env(), outputs=out)
+
+
+def run_env() -> dict[str, Any]:
+    from rsi.env import capture
+
+    return capture()
 
 
 def summary_rows(res: Result) -> list[tuple[str, str]]:

@@ -29,7 +29,7 @@ from runtime.attention import describe as attention_backend
 from runtime.config import get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.packing import ShapePlan, build_sequence, plan_request
-from runtime.pipeline import PARTS, Result, Timer, build_model, denoise, peak_memory, weights_report
+from runtime.pipeline import PARTS, Result, Timer, build_model, denoise, peak_memory, run_env, weights_report
 from runtime.prompt_cache import stage2_context
 from runtime.refiner import SIGMAS, Refiner, build_refiner, refine
 from runtime.request import Request, pick_schedule
@@ -235,7 +235,7 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
         schedule={**ts.schedule.to_json(), "stage2_sigmas": list(SIGMAS)}, device=str(device),
         timings_s=timings, memory=peak_memory(device), adaln=ts.adaln or {}, model=ts.model_info,
         text_encoder=enc_name, kernels=ts.kernels.summary(), lock_sha256=lock_sha256(req.root), weights=weights,
-        mp4=out["mp4"], notes=notes, outputs=out)
+        mp4=out["mp4"], notes=notes, env=run_env(), outputs=out)
 
 
 def run_pipeline_two_stage(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:

@@ -5,6 +5,8 @@
 #  P2 warm on-disk Triton cache, --warmup, 2 requests: the warm-up phase reported apart, then requests;
 #  P3 --kernels reference, 2 requests: the side-by-side baseline of the same route;
 #  P4 the single-stage route at 672x384 decoded by diffusers' H3 video VAE (its decode time).
+# Run as `RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run16.sh`: the device's copy carries a stale .git
+# (run 17's records name the session's first commit, dirty), so the launching commit is passed in.
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
