@@ -225,10 +225,10 @@ def _config(src: Path, man: dict, expect: AdapterConfig | None) -> AdapterConfig
 
 
 @torch.no_grad()
-def load_adapter_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu",
-                            expect: AdapterConfig | None = None, dtype: torch.dtype = torch.float32) -> H3LTXAdapter:
-    """Load a file or directory written by ``save_adapter``. The format, manifest (and ``expect``, if given),
-    tensor count, key set and every shape are checked from the headers before any tensor is read."""
+def check_adapter_checkpoint(path: str | os.PathLike, expect: AdapterConfig | None = None
+                             ) -> tuple[AdapterConfig, Path]:
+    """Header-only check of a file or directory written by ``save_adapter``: the format, manifest (and
+    ``expect``, if given), tensor count, key set and every shape. Returns (config, the safetensors file)."""
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"adapter checkpoint {p} does not exist")
@@ -239,22 +239,30 @@ def load_adapter_checkpoint(path: str | os.PathLike, device: torch.device | str 
         man = _read_manifest(f, h.metadata() or {}, beside)
         cfg = _config(beside or f, man, expect)
         shapes = {k: tuple(h.get_slice(k).get_shape()) for k in h.keys()}  # noqa: SIM118 (not a dict)
-        try:
-            want = {k: tuple(v.shape) for k, v in build_adapter(cfg, "meta").state_dict().items()}
-        except ValueError as e:                                 # e.g. width not divisible by groups
-            raise CheckpointError(f"{beside or f}: manifest key 'config' describes no valid adapter ({e})") from None
-        for k, shape in want.items():
-            if k not in shapes:
-                raise CheckpointError(f"{f}: missing key {k!r}")
-            if shapes[k] != shape:
-                raise CheckpointError(f"{f}: key {k!r} has shape {shapes[k]}, the config expects {shape}")
-        for k in shapes:
-            if k not in want:
-                raise CheckpointError(f"{f}: unexpected key {k!r}")
-        if man.get("tensors") != len(shapes):
-            raise CheckpointError(f"{beside or f}: manifest key 'tensors' = {man.get('tensors')!r}, {f} holds "
-                                  f"{len(shapes)} tensors")
-        model = build_adapter(cfg, device, seed=None, dtype=dtype)
+    try:
+        want = {k: tuple(v.shape) for k, v in build_adapter(cfg, "meta").state_dict().items()}
+    except ValueError as e:                                 # e.g. width not divisible by groups
+        raise CheckpointError(f"{beside or f}: manifest key 'config' describes no valid adapter ({e})") from None
+    for k, shape in want.items():
+        if k not in shapes:
+            raise CheckpointError(f"{f}: missing key {k!r}")
+        if shapes[k] != shape:
+            raise CheckpointError(f"{f}: key {k!r} has shape {shapes[k]}, the config expects {shape}")
+    for k in shapes:
+        if k not in want:
+            raise CheckpointError(f"{f}: unexpected key {k!r}")
+    if man.get("tensors") != len(shapes):
+        raise CheckpointError(f"{beside or f}: manifest key 'tensors' = {man.get('tensors')!r}, {f} holds "
+                              f"{len(shapes)} tensors")
+    return cfg, f
+
+
+def load_adapter_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu",
+                            expect: AdapterConfig | None = None, dtype: torch.dtype = torch.float32) -> H3LTXAdapter:
+    """Load a file or directory written by ``save_adapter``, after ``check_adapter_checkpoint``."""
+    cfg, f = check_adapter_checkpoint(path, expect)
+    model = build_adapter(cfg, device, seed=None, dtype=dtype)
+    with open_safetensors(f) as h:
         for k, dst in model.state_dict().items():
             try:
                 dst.copy_(h.get_tensor(k))

@@ -95,6 +95,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1,
                    help="requests in this process (two-stage route): the first is reported as the first request, "
                         "the last as the steady state (default 1)")
+    p.add_argument("--refiner", default=None, help="two-stage: the LTX-2 transformer as a diffusers folder "
+                                                   "(config.json + diffusion_pytorch_model*.safetensors); else random")
+    p.add_argument("--adapter", default=None, help="two-stage: the H3->LTX adapter (h3_ltx_adapter_safetensors_v1 "
+                                                   "file, or a folder with model.safetensors + manifest.json); else "
+                                                   "random")
+    p.add_argument("--ltx-vae", default=None, help="two-stage: the LTX-2 video VAE as a diffusers folder; else random")
     p.add_argument("--device", default="auto", help="auto (cuda if visible), cpu, cuda, cuda:N")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
@@ -139,6 +145,9 @@ def _run(args: argparse.Namespace) -> int:
             aspect is None and (width, height) == (1344, 768))
         req.stage2_prompt, req.prompt_cache = args.stage2_prompt, args.prompt_cache
         req.warmup, req.repeat = args.warmup, args.repeat
+        req.refiner, req.adapter, req.ltx_vae = args.refiner, args.adapter, args.ltx_vae
+        if not req.two_stage and any((args.refiner, args.adapter, args.ltx_vae)):
+            raise ValueError("--refiner, --adapter and --ltx-vae are stage-2 components: add --two-stage")
         plan = validate(req)
     except (ValueError, RequestError) as e:
         _fail("error", e)

@@ -31,7 +31,9 @@ import torch
 from diffusers import LTX2VideoTransformer3DModel
 from diffusers.models.transformers.transformer_ltx2 import apply_interleaved_rotary_emb
 
+from runtime import diffusers_folder
 from runtime.attention import attend
+from runtime.checkpoint import CheckpointError
 from runtime.model import init_random_
 
 SIGMAS = (0.909375, 0.725, 0.421875, 0.0)
@@ -50,20 +52,41 @@ def refiner_config(name: str) -> dict[str, Any]:
     return dict(FULL if name == "full" else TINY)
 
 
-def build_refiner(config: str | dict[str, Any], device: torch.device, seed: int | None) -> LTX2VideoTransformer3DModel:
-    """The diffusers model on the meta device, then materialized on ``device`` with seeded random weights
-    (seed None: uninitialized, for a checkpoint to fill). bf16 on CUDA, fp32 on the CPU."""
-    kw = refiner_config(config) if isinstance(config, str) else dict(config)
+def _meta_model(kw: dict[str, Any]) -> LTX2VideoTransformer3DModel:
     bad = [k for k in UNSUPPORTED if kw.get(k)]
     if bad:
         raise NotImplementedError(f"refiner config {', '.join(bad)} is not supported by runtime/refiner.py")
     with torch.device("meta"):
-        model = LTX2VideoTransformer3DModel(**kw)
+        return LTX2VideoTransformer3DModel(**kw)
+
+
+def check_refiner_folder(folder: str) -> tuple[dict[str, Any], dict]:
+    """A diffusers ``transformer/`` folder of LTX-2, checked from its config and headers only (no tensor read):
+    (constructor arguments, load plan). Errors name the file and the key."""
+    cfg = diffusers_folder.read_config(folder, LTX2VideoTransformer3DModel.__name__, "LTX-2 transformer")
+    kw = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    try:
+        meta = _meta_model(kw)
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise CheckpointError(f"{folder}/config.json: {e}") from None
+    return kw, diffusers_folder.check_tensors(meta, folder, what="LTX2VideoTransformer3DModel")
+
+
+def build_refiner(config: str | dict[str, Any], device: torch.device, seed: int | None, folder: str | None = None
+                  ) -> LTX2VideoTransformer3DModel:
+    """The diffusers model on the meta device, then materialized on ``device`` with seeded random weights, or
+    with the tensors of a diffusers ``folder`` (its config replaces ``config``). bf16 on CUDA, fp32 on the CPU."""
+    plan = None
+    if folder is not None:
+        config, plan = check_refiner_folder(folder)
+    model = _meta_model(refiner_config(config) if isinstance(config, str) else dict(config))
     model.to_empty(device=device)
-    if seed is not None:
-        with torch.no_grad():
-            init_random_(model, seed, scale=lambda n: 0.5 if "scale_shift_table" in n else 1.0)
     torch.nn.Module.to(model, BF16 if device.type == "cuda" else torch.float32)      # (ModelMixin.to warns)
+    with torch.no_grad():
+        if plan is not None:
+            diffusers_folder.load_tensors(model, folder, plan)
+        elif seed is not None:
+            init_random_(model, seed, scale=lambda n: 0.5 if "scale_shift_table" in n else 1.0)
     return model.eval().requires_grad_(False)
 
 

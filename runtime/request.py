@@ -57,6 +57,9 @@ class Request:
     warmup: bool = False            # one untimed pass of every stage (JIT, backend choice) before the request
     repeat: int = 1                 # requests in this process: the first is reported as first_request, the last
                                     # as the steady state
+    refiner: str | None = None      # diffusers LTX2VideoTransformer3DModel folder (else random weights)
+    adapter: str | None = None      # h3_ltx_adapter_safetensors_v1 file or folder (else random weights)
+    ltx_vae: str | None = None      # diffusers AutoencoderKLLTX2Video folder (else random weights)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -161,6 +164,29 @@ def _check_two_stage(req: Request, plan: ShapePlan) -> None:
         d = d.parent
     if not d.is_dir() or not os.access(d, os.W_OK | os.X_OK):
         raise RequestError(f"--prompt-cache {req.prompt_cache}: {d} is not a writable folder")
+    _check_components(req)
+
+
+def _check_components(req: Request) -> None:
+    """The stage-2 component checkpoints, from their configs and headers only (no tensor is read)."""
+    from runtime.adapter import AdapterConfig, check_adapter_checkpoint
+    from runtime.refiner import check_refiner_folder
+    from runtime.vae import build_vae, check_vae_weights
+
+    checks = {"--refiner": (req.refiner, lambda f: check_refiner_folder(f)),
+              "--adapter": (req.adapter, lambda f: check_adapter_checkpoint(
+                  f, AdapterConfig.full() if req.config == "full" else AdapterConfig.tiny())),
+              "--ltx-vae": (req.ltx_vae, lambda f: check_vae_weights(build_vae("ltx_video", None, "meta", 0, f), f,
+                                                                     "ltx_video"))}
+    for flag, (path, check) in checks.items():
+        if path is None:
+            continue
+        if not Path(path).exists():
+            raise RequestError(f"{flag} {path} does not exist")
+        try:
+            check(path)
+        except CheckpointError as e:
+            raise RequestError(f"{flag} {path}: {e}") from None
 
 
 def pick_schedule(req: Request) -> Schedule:

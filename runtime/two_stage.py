@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from runtime.adaln import AdaLNCache
-from runtime.adapter import AdapterConfig, build_adapter
+from runtime.adapter import AdapterConfig, build_adapter, load_adapter_checkpoint
 from runtime.attention import describe as attention_backend
 from runtime.config import get_config
 from runtime.kernels import Kernels, lock_sha256
@@ -79,16 +79,18 @@ class TwoStage:
             # the H3 audio VAE (as the single-stage route builds it); video decodes with the LTX VAE
             self.audio_vae = build_decoder("h3_audio", cfg.audio_vae, device, req.seed + 102,
                                            vae_folder(req.weights, "h3_audio"))
-            self.ltx_vae = build_ltx_vae(req.config, device, req.seed + 103)
+            self.ltx_vae = build_ltx_vae(req.config, device, req.seed + 103, folder=req.ltx_vae)
         full = req.config == "full"
         with timer("build_upscaler_adapter"):
             self.upscaler = build_upscaler(UpscalerConfig.full() if full else UpscalerConfig.tiny(), device,
                                            req.seed + 104)
             dt = torch.bfloat16 if device.type == "cuda" else torch.float32
-            self.adapter = build_adapter(AdapterConfig.full() if full else AdapterConfig.tiny(), device,
-                                         req.seed + 105, dtype=dt)
+            acfg = AdapterConfig.full() if full else AdapterConfig.tiny()
+            self.adapter = (load_adapter_checkpoint(req.adapter, device, acfg, dtype=dt) if req.adapter else
+                            build_adapter(acfg, device, req.seed + 105, dtype=dt))
         with timer("build_refiner"):
-            self.refiner = Refiner(build_refiner(req.config, device, req.seed + 106), self.kernels)
+            self.refiner = Refiner(build_refiner(req.config, device, req.seed + 106, folder=req.refiner),
+                                   self.kernels)
 
     # ------------------------------------------------------------------------------------------ per request
     def prepare(self, cond: torch.Tensor, timer: Timer) -> dict[str, Any]:
@@ -203,11 +205,13 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
     enc_name = ts.encoder.name
     weights = weights_report(req, ts.model_info, enc_name)
     weights.pop("video_vae", None)                          # not built: the LTX VAE decodes the video
-    weights["ltx_refiner"] = {"source": "random", "detail": f"diffusers LTX2VideoTransformer3DModel ({req.config}), "
-                                                            f"seed {req.seed + 106}"}
-    weights["ltx_vae"] = {"source": "random", "detail": f"diffusers AutoencoderKLLTX2Video, seed {req.seed + 103}"}
-    weights["upscaler"] = {"source": "random", "detail": f"LatentResizer3D (runtime/upscaler.py), seed {req.seed + 104}"}
-    weights["adapter"] = {"source": "random", "detail": f"H3->LTX adapter (runtime/adapter.py), seed {req.seed + 105}"}
+    def part(path, what, seed):
+        return ({"source": "checkpoint", "detail": f"{path} ({what})"} if path else
+                {"source": "random", "detail": f"{what}, seed {seed}"})
+    weights["ltx_refiner"] = part(req.refiner, f"diffusers LTX2VideoTransformer3DModel ({req.config})", req.seed + 106)
+    weights["ltx_vae"] = part(req.ltx_vae, "diffusers AutoencoderKLLTX2Video", req.seed + 103)
+    weights["upscaler"] = part(None, "LatentResizer3D (runtime/upscaler.py)", req.seed + 104)
+    weights["adapter"] = part(req.adapter, "H3->LTX adapter (runtime/adapter.py)", req.seed + 105)
     weights["stage2_text"] = {"source": "random", "detail": "hash-embedding stand-in for Gemma-3 (untrained) + "
                                                             f"diffusers LTX2TextConnectors, seed {req.seed + 201}"}
     ctx = out["stage2_context"]

@@ -45,15 +45,16 @@ import torch
 from diffusers import AutoencoderKLLTX2Video, AutoencoderKLMiniMaxH3, AutoencoderKLMiniMaxH3Audio
 from torch import nn
 
-from runtime.checkpoint import CheckpointError, checkpoint_tensors, open_safetensors
+from runtime import diffusers_folder
+from runtime.checkpoint import CheckpointError
 from runtime.model import init_random_
 from runtime.release import partition_dir
 
 # The H3 video VAE decodes to ImageNet-normalized RGB over [0, 1] (diffusers' AutoencoderKLMiniMaxH3 docstring)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-WEIGHTS_NAME = "diffusion_pytorch_model.safetensors"
-INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
+WEIGHTS_NAME, INDEX_NAME = diffusers_folder.WEIGHTS_NAME, diffusers_folder.INDEX_NAME
+weight_files = diffusers_folder.weight_files
 LAYER_SCALE = 0.1           # random-weight value of the ViT's zero-initialized scale1/scale2
 
 
@@ -95,20 +96,7 @@ def _params_on_meta() -> Iterator[None]:
 
 def read_config(folder: str | os.PathLike, kind: str) -> dict[str, Any]:
     """``folder/config.json`` as a dict, checked to be this kind's diffusers class."""
-    path = Path(folder) / "config.json"
-    if not Path(folder).is_dir():
-        raise CheckpointError(f"{folder}: VAE folder does not exist (want config.json + {WEIGHTS_NAME})")
-    if not path.exists():
-        raise CheckpointError(f"{path}: missing (a diffusers VAE folder has config.json + {WEIGHTS_NAME})")
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: not readable JSON ({e})") from None
-    want = KINDS[kind].cls.__name__
-    if not isinstance(cfg, dict) or cfg.get("_class_name", want) != want:
-        got = cfg.get("_class_name") if isinstance(cfg, dict) else type(cfg).__name__
-        raise CheckpointError(f"{path}: _class_name is {got!r}, expected {want!r}")
-    return cfg
+    return diffusers_folder.read_config(folder, KINDS[kind].cls.__name__, "VAE")
 
 
 def _ltx_ratios(cfg: dict[str, Any]) -> tuple[int, int]:
@@ -205,58 +193,21 @@ def init_vae_random_(vae: nn.Module, seed: int, out_layers: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
-def weight_files(folder: str | os.PathLike) -> Path:
-    """The weights to read: the sharded index when present, else the single ``diffusion_pytorch_model.safetensors``."""
-    p = Path(folder)
-    if (p / INDEX_NAME).exists():
-        return p
-    if (p / WEIGHTS_NAME).exists():
-        return p / WEIGHTS_NAME
-    raise CheckpointError(f"{p}: no {WEIGHTS_NAME} (or {INDEX_NAME})")
+
 
 
 def check_vae_weights(vae: nn.Module, folder: str | os.PathLike, kind: str) -> dict[str, tuple[Path, tuple]]:
     """Header-only check of ``folder``'s tensors against the decoder (works on the meta device): key -> (file,
     shape) of the tensors to load. Encoder tensors are skipped; anything else unexpected, missing or mis-shaped is
     a CheckpointError naming the key and the file."""
-    files = weight_files(folder)
-    found = checkpoint_tensors(files)
-    want = vae.state_dict()
     skip = tuple(f"{part}." for part in KINDS[kind].encoder_parts)
-    out = {}
-    for key, (f, shape) in found.items():
-        if key.startswith(skip):
-            continue
-        if key not in want:
-            raise CheckpointError(f"{f}: unexpected tensor {key!r} (not in {type(vae).__name__}'s decoder)")
-        if shape != tuple(want[key].shape):
-            raise CheckpointError(f"{f}: tensor {key!r} has shape {list(shape)}, the model needs "
-                                  f"{list(want[key].shape)}")
-        out[key] = (f, shape)
-    missing = sorted(set(want) - set(out))
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise CheckpointError(f"{files}: missing tensor {missing[0]!r}{more}")
-    return out
+    return diffusers_folder.check_tensors(vae, folder, skip, f"{type(vae).__name__}'s decoder")
 
 
 @torch.no_grad()
 def load_vae_weights(vae: nn.Module, folder: str | os.PathLike, kind: str) -> dict[str, Any]:
     """Copy ``folder``'s tensors into the (materialized) decoder, casting to each parameter's dtype and device."""
-    plan = check_vae_weights(vae, folder, kind)
-    targets = vae.state_dict(keep_vars=True)
-    by_file: dict[Path, list[str]] = {}
-    for key, (f, _) in plan.items():
-        by_file.setdefault(f, []).append(key)
-    for f, keys in by_file.items():
-        with open_safetensors(f) as h:
-            for key in keys:
-                try:
-                    t = h.get_tensor(key)
-                except Exception as e:  # noqa: BLE001 (safetensors raises its own error types)
-                    raise CheckpointError(f"{f}: tensor {key!r} is not readable ({e})") from None
-                targets[key].copy_(t)
-    return {"folder": str(folder), "tensors": len(plan), "files": len(by_file)}
+    return diffusers_folder.load_tensors(vae, folder, check_vae_weights(vae, folder, kind))
 
 
 # ------------------------------------------------------------------------------------------------ decoding

@@ -69,3 +69,62 @@ def test_two_stage_usage_errors(tmp_path, capsys, args, msg):
     args = [a.format(file=f) for a in args]
     assert cli.main(["run-pipeline", "--prompt", "p", "--out", str(out), *args]) == 2
     assert msg in capsys.readouterr().out and not out.exists()
+
+
+def _components(tmp_path):
+    """Tiny stage-2 components written to disk in their own formats: the refiner and the LTX VAE with diffusers'
+    save_pretrained, the adapter with save_adapter."""
+    import torch
+
+    from runtime.adapter import AdapterConfig, build_adapter, save_adapter
+    from runtime.refiner import build_refiner
+    from runtime.vae import build_ltx_vae
+
+    dev = torch.device("cpu")
+    build_refiner("tiny", dev, seed=11).save_pretrained(tmp_path / "refiner")
+    build_ltx_vae("tiny", dev, seed=12).vae.save_pretrained(tmp_path / "ltx_vae")
+    save_adapter(tmp_path / "adapter.safetensors", build_adapter(AdapterConfig.tiny(), dev, seed=13))
+    return {"refiner": str(tmp_path / "refiner"), "adapter": str(tmp_path / "adapter.safetensors"),
+            "ltx_vae": str(tmp_path / "ltx_vae")}
+
+
+def test_components_load_and_reproduce(tmp_path):
+    """Loading the saved components gives the same output as the random weights they were saved from (same seeds),
+    and the summary says which parts came from files."""
+    import torch
+
+    from runtime.refiner import build_refiner
+
+    comp = _components(tmp_path)
+    m = build_refiner("tiny", torch.device("cpu"), seed=None, folder=comp["refiner"])
+    ref = build_refiner("tiny", torch.device("cpu"), seed=11)
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values()))
+    base = dict(prompt="a fox", duration_s=0.5, width=128, height=64, two_stage=True, mux=False,
+                prompt_cache=str(tmp_path / "pc"))
+    res = run_pipeline_two_stage(Request(**base, **comp, out=str(tmp_path / "a.mp4")))
+    assert {res.weights[k]["source"] for k in ("ltx_refiner", "adapter", "ltx_vae")} == {"checkpoint"}
+    assert res.weights["upscaler"]["source"] == "random"
+
+
+def test_bad_component_checkpoints_name_file_and_key(tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    comp = _components(tmp_path)
+    f = tmp_path / "refiner" / "diffusion_pytorch_model.safetensors"
+    t = load_file(str(f))
+    t.pop("proj_out.weight")
+    save_file(t, str(f))
+    a = tmp_path / "adapter.safetensors"
+    a.write_bytes(a.read_bytes()[:1000])                                    # truncated
+    argv = ["run-pipeline", "--prompt", "p", "--resolution", "128x64", "--duration", "0.5", "--two-stage",
+            "--out", str(tmp_path / "x.mp4"), "--prompt-cache", str(tmp_path / "pc")]
+    assert cli.main([*argv, "--refiner", comp["refiner"]]) == 2
+    out = capsys.readouterr().out
+    assert "--refiner" in out and "proj_out.weight" in out and "diffusion_pytorch_model" in out
+    assert cli.main([*argv, "--adapter", str(a)]) == 2
+    assert "--adapter" in capsys.readouterr().out
+    assert cli.main([*argv, "--ltx-vae", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().out
+    stage1 = [a for a in argv if a != "--two-stage"]
+    assert cli.main([*stage1, "--stage1-only", "--refiner", comp["refiner"]]) == 2
+    assert "add --two-stage" in capsys.readouterr().out
