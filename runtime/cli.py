@@ -80,14 +80,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     route = p.add_mutually_exclusive_group()
     route.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None,
                        help="H3 draft at half size (4 steps) -> x2 latent upscaler -> H3->LTX adapter -> LTX-2 "
-                            "refiner (3 updates) -> LTX-2 VAE; H3 audio muxed (default at 1344x768)")
+                            "refiner (3 updates) -> LTX-2 VAE; H3 audio muxed (default when the canvas is 1344x768, "
+                            "e.g. --resolution 1344x768 or 16:9)")
     route.add_argument("--stage1-only", dest="two_stage", action="store_const", const=False,
-                       help="H3 alone at the requested size, decoded by the H3 VAEs (default below 1344x768)")
+                       help="H3 alone at the requested size, decoded by the H3 VAEs (default for every other canvas)")
     p.add_argument("--stage2-prompt", default="generic", choices=["generic", "prompt"],
-                   help="refiner text context: one generic context cached for every request (default, as the Sol-H3 "
+                   help="two-stage: refiner text context: one generic context cached for every request (default, as the Sol-H3 "
                         "report), or the prompt's own (cached per prompt and encoder)")
     p.add_argument("--prompt-cache", default=".rsi/prompt_cache",
-                   help="folder of cached stage-2 text contexts (default .rsi/prompt_cache)")
+                   help="two-stage: folder of cached stage-2 text contexts (default .rsi/prompt_cache)")
     p.add_argument("--warmup", action="store_true",
                    help="before the timed request, run every stage once on its shapes (one forward per "
                         "transformer) so JIT and backend selection are outside the request; reported separately "
@@ -141,13 +142,18 @@ def _run(args: argparse.Namespace) -> int:
                       text_encoder=args.text_encoder, lora=args.lora, lora_mode=args.lora_mode,
                       lora_strength=args.lora_strength, lora_qkv_layout=args.lora_qkv_layout, device=args.device,
                       root=str(lock_root), mux=not args.no_mux)
-        req.two_stage = args.two_stage if args.two_stage is not None else (
-            aspect is None and (width, height) == (1344, 768))
+        from runtime.packing import canvas_for_aspect
+
+        canvas = canvas_for_aspect(*aspect) if aspect else (width, height)
+        req.two_stage = args.two_stage if args.two_stage is not None else canvas == (1344, 768)
         req.stage2_prompt, req.prompt_cache = args.stage2_prompt, args.prompt_cache
         req.warmup, req.repeat = args.warmup, args.repeat
         req.refiner, req.adapter, req.ltx_vae = args.refiner, args.adapter, args.ltx_vae
         if not req.two_stage and any((args.refiner, args.adapter, args.ltx_vae)):
             raise ValueError("--refiner, --adapter and --ltx-vae are stage-2 components: add --two-stage")
+        if not req.two_stage and (args.warmup or args.repeat != 1):
+            raise ValueError("--warmup and --repeat belong to the two-stage route: add --two-stage (the default "
+                             "at 1344x768)")
         plan = validate(req)
     except (ValueError, RequestError) as e:
         _fail("error", e)
@@ -157,7 +163,16 @@ def _run(args: argparse.Namespace) -> int:
         _fail("failed", e)
         return 1
     if args.dry_run:
-        console.print_json(json.dumps({"plan": plan.to_json(), "schedule": pick_schedule(req).to_json()}))
+        info = {"route": "two-stage" if req.two_stage else "stage 1 only", "plan": plan.to_json(),
+                "schedule": pick_schedule(req).to_json()}
+        if req.two_stage:
+            from runtime.refiner import SIGMAS
+            from runtime.two_stage import draft_plan, ltx_audio_frames, ltx_latent_frames
+
+            info["draft_plan"] = draft_plan(plan).to_json()
+            info["stage2"] = {"ltx_latent_frames": ltx_latent_frames(plan), "audio_latents": ltx_audio_frames(plan),
+                              "sigmas": list(SIGMAS)}
+        console.print_json(json.dumps(info))
         return 0
     try:
         if req.two_stage:

@@ -228,7 +228,12 @@ def setup_triton_interpreter() -> bool:
 
 
 def run_pipeline(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:
-    """Validate, build, generate, mux; every stage timed. Raises RequestError before any work on a bad request."""
+    """Validate, build, generate, mux; every stage timed. Raises RequestError before any work on a bad request.
+    ``req.two_stage``: the two-stage route (runtime/two_stage.py)."""
+    if req.two_stage:
+        from runtime.two_stage import run_pipeline_two_stage
+
+        return run_pipeline_two_stage(req, progress)
     plan = validate(req)
     setup_triton_interpreter()
     device = resolve_device(req.device)
@@ -282,7 +287,8 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
         audio_s = out["wave"].shape[1] / cfg.audio_vae.sample_rate
         with timer("mux"):             # written beside --out, checked, then renamed onto it
             mp4 = write_mp4(req.out, out["frames"], plan.fps, out["wave"], cfg.audio_vae.sample_rate,
-                            check=lambda tmp: check_mp4(tmp, plan.frames, plan.fps, audio_s, name=req.out))
+                            check=lambda tmp: check_mp4(tmp, plan.frames, plan.fps, audio_s, name=req.out,
+                                                            source=out["frames"]))
     weights = weights_report(req, model_info, encoder_name)
     notes = [(f"packed rows S={seq.total} (used {seq.used}, text {seq.text_len}); pad rows are their own "
              "attention document"),

@@ -6,11 +6,12 @@ cannot be downloaded here, so ``Stage2TextEncoder`` is an UNTRAINED stand-in for
 3840 features per token, scaled per layer to the 49 layer slots the connector expects) in front of the real
 connector at its full config with seeded random weights. Its output, ``(video_ctx, audio_ctx)`` [1, 1024, 3840]
 each, is cached under ``<dir>/<key>.safetensors``, the key being sha256(prompt, the encoder's identity: name,
-config and weights seed, or a loaded checkpoint's hash). A later request with the same key (in this process or
+config, weights seed and dtype). A later request with the same key (in this process or
 another) reads the file instead of running the encoder: that is the Stage-2 prompt cache.
 
 ``--stage2-prompt generic`` (the default, as the Sol-H3 report's offline-cached generic context) keys on the empty
-prompt: one context for every request, usable offline. ``--stage2-prompt prompt`` encodes the request's prompt.
+prompt: one context for every request of a given encoder (random weights: one per ``--seed``), usable offline.
+A corrupt or mis-shaped entry is logged, removed and remade. ``--stage2-prompt prompt`` encodes the request's prompt.
 Files are written to a temporary name and renamed, so a killed run leaves no partial entry.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
@@ -28,6 +30,9 @@ from safetensors.torch import load_file, save_file
 
 from runtime.text import HashEmbeddingEncoder
 
+log = logging.getLogger("runtime.prompt_cache")
+
+CAPTION_CHANNELS = 3840          # diffusers' LTX2TextConnectors default (Gemma-3 12B hidden)
 SEQ_LEN = 1024                    # diffusers' LTX-2 max_sequence_length; a multiple of the connector's registers
 CONNECTOR_FULL: dict = {}         # diffusers' defaults: caption 3840, 49 layer slots, 2 layers of 30 x 128 per stream
 CONNECTOR_TINY = {"caption_channels": 48, "text_proj_in_factor": 3, "video_connector_num_attention_heads": 2,
@@ -62,15 +67,20 @@ class Stage2TextEncoder:
         g = torch.Generator().manual_seed(seed + 203)
         self.layer_gain = (0.5 + torch.rand(self.layers, generator=g)).to(device)
         self.dtype, self.device = dtype, device
-        self.identity = self.identity_for(config, seed)
+        self.identity = self.identity_for(config, seed, device)
 
     @staticmethod
-    def identity_for(config: str, seed: int) -> str:
-        """What the cache key hashes besides the prompt: the encoder's name, config and weights (seed)."""
+    def identity_for(config: str, seed: int, device: torch.device) -> str:
+        """What the cache key hashes besides the prompt: the encoder's name and config, its weights (random:
+        the seed, the init function and diffusers' version, which determine them), and the compute dtype."""
+        import diffusers
+
         kw = CONNECTOR_FULL if config == "full" else CONNECTOR_TINY
         return json.dumps({"name": "hash-embedding + LTX2TextConnectors (untrained)", "config": kw,
-                           "seq_len": SEQ_LEN if config == "full" else TINY_SEQ_LEN, "weights": f"random seed {seed}"},
-                          sort_keys=True)
+                           "seq_len": SEQ_LEN if config == "full" else TINY_SEQ_LEN,
+                           "weights": f"random seed {seed} (runtime.model.init_random_, diffusers "
+                                      f"{diffusers.__version__})",
+                           "dtype": "bfloat16" if device.type == "cuda" else "float32"}, sort_keys=True)
 
     @torch.no_grad()
     def encode(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,6 +94,11 @@ class Stage2TextEncoder:
         return video, audio
 
 
+def context_channels(config: str) -> int:
+    """Feature width of the stage-2 context (the refiner's ``caption_channels`` must match it)."""
+    return (CONNECTOR_FULL if config == "full" else CONNECTOR_TINY).get("caption_channels", CAPTION_CHANNELS)
+
+
 def context_key(prompt: str, identity: str) -> str:
     return hashlib.sha256(json.dumps([prompt, identity]).encode()).hexdigest()[:32]
 
@@ -95,12 +110,24 @@ class PromptCache:
     def path(self, key: str) -> Path:
         return self.root / f"{key}.safetensors"
 
-    def get(self, key: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def get(self, key: str, device: torch.device, shape: tuple[int, ...] | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The cached (video, audio) context, or None when absent. An entry that is unreadable, lacks a tensor or
+        has another shape than ``shape`` is logged, removed and treated as a miss (it is remade and rewritten)."""
         p = self.path(key)
         if not p.exists():
             return None
-        t = load_file(str(p), device=str(device))
-        return t["video"], t["audio"]
+        try:
+            t = load_file(str(p), device=str(device))
+            bad = [k for k in ("video", "audio") if k not in t or (shape and tuple(t[k].shape) != shape)]
+            if not bad:
+                return t["video"], t["audio"]
+            why = f"tensor(s) {', '.join(bad)} missing or not of shape {list(shape or ())}"
+        except Exception as e:  # noqa: BLE001 (safetensors raises its own error types)
+            why = f"not readable ({type(e).__name__}: {e})"
+        log.warning("prompt cache entry %s: %s; remaking it", p, why)
+        p.unlink(missing_ok=True)
+        return None
 
     def put(self, key: str, video: torch.Tensor, audio: torch.Tensor, meta: dict[str, str]) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -120,10 +147,10 @@ def stage2_context(prompt: str, generic: bool, config: str, device: torch.device
     """(video_ctx, audio_ctx, info). The encoder is built only on a cache miss."""
     t0 = time.perf_counter()
     text = "" if generic else prompt
-    identity = Stage2TextEncoder.identity_for(config, seed)
+    identity = Stage2TextEncoder.identity_for(config, seed, device)
     key = context_key(text, identity)
     cache = PromptCache(cache_dir)
-    hit = cache.get(key, device)
+    hit = cache.get(key, device, (1, SEQ_LEN if config == "full" else TINY_SEQ_LEN, context_channels(config)))
     if hit is None:
         enc = Stage2TextEncoder(config, device, seed)
         video, audio = enc.encode(text)

@@ -12,7 +12,10 @@ parameters); this module runs its forward with our own block loop so that
 
 With the reference ops the forward equals diffusers' own ``forward`` (tests/e2e/test_refiner.py compares them on a
 tiny config). Supported: the LTX-2.0 block (``cross_attn_mod``/``gated_attn``/``perturbed_attn`` off), one
-timestep per stream (a plain refine, no conditioning tokens), batch 1.
+timestep per stream (a plain refine, no conditioning tokens), batch 1; both RoPE layouts (diffusers' class
+default ``interleaved``, which ``full`` uses and the ``ltx_qk_norm_rope`` op group serves, and ``split``, which
+diffusers' conversion script writes for the LTX-2.x releases: its QK-norm + RoPE run as diffusers' own code, no
+op group yet). Any other value of the keys in ``UNSUPPORTED``/``REQUIRED`` is refused by name.
 
 Sampling (H3_SPEC.md section 6): sigmas (0.909375, 0.725, 0.421875, 0), 3 Euler updates ``x += (s' - s) v``, the
 model called at ``timestep = 1000 s``; the input is noised to sigma_0 as ``s0 * eps + (1 - s0) * z`` (the spec marks
@@ -29,7 +32,7 @@ from typing import Any
 
 import torch
 from diffusers import LTX2VideoTransformer3DModel
-from diffusers.models.transformers.transformer_ltx2 import apply_interleaved_rotary_emb
+from diffusers.models.transformers.transformer_ltx2 import apply_interleaved_rotary_emb, apply_split_rotary_emb
 
 from runtime import diffusers_folder
 from runtime.attention import attend
@@ -44,6 +47,11 @@ TINY: dict[str, Any] = {"num_layers": 2, "num_attention_heads": 2, "attention_he
                             "audio_num_attention_heads": 2, "audio_attention_head_dim": 16, "audio_cross_attention_dim": 32,
                             "caption_channels": 48}        # latent channels stay 128 (the LTX VAE's, the adapter's)
 UNSUPPORTED = ("cross_attn_mod", "audio_cross_attn_mod", "gated_attn", "audio_gated_attn", "perturbed_attn")
+# what the block loop and the ltx_* op groups assume (a config with another value is refused by name)
+REQUIRED = {"norm_eps": 1e-6, "activation_fn": "gelu-approximate", "qk_norm": "rms_norm_across_heads",
+            "norm_elementwise_affine": False, "patch_size": 1, "patch_size_t": 1, "audio_patch_size": 1,
+            "audio_patch_size_t": 1, "use_prompt_embeddings": True}
+ROPE_TYPES = ("interleaved", "split")
 
 
 def refiner_config(name: str) -> dict[str, Any]:
@@ -53,7 +61,10 @@ def refiner_config(name: str) -> dict[str, Any]:
 
 
 def _meta_model(kw: dict[str, Any]) -> LTX2VideoTransformer3DModel:
-    bad = [k for k in UNSUPPORTED if kw.get(k)]
+    bad = [f"{k}={kw[k]!r}" for k in UNSUPPORTED if kw.get(k)]
+    bad += [f"{k}={kw[k]!r} (needs {v!r})" for k, v in REQUIRED.items() if k in kw and kw[k] != v]
+    if kw.get("rope_type", "interleaved") not in ROPE_TYPES:
+        bad.append(f"rope_type={kw['rope_type']!r}")
     if bad:
         raise NotImplementedError(f"refiner config {', '.join(bad)} is not supported by runtime/refiner.py")
     with torch.device("meta"):
@@ -64,7 +75,7 @@ def check_refiner_folder(folder: str) -> tuple[dict[str, Any], dict]:
     """A diffusers ``transformer/`` folder of LTX-2, checked from its config and headers only (no tensor read):
     (constructor arguments, load plan). Errors name the file and the key."""
     cfg = diffusers_folder.read_config(folder, LTX2VideoTransformer3DModel.__name__, "LTX-2 transformer")
-    kw = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    kw, _unused, _ = LTX2VideoTransformer3DModel.extract_init_dict(cfg)    # keys diffusers does not know: ignored
     try:
         meta = _meta_model(kw)
     except (TypeError, ValueError, NotImplementedError) as e:
@@ -211,14 +222,15 @@ class Refiner:
         else:
             src = hq if hkv is None else hkv
             k, v = attn.to_k(src), attn.to_v(src)
-            if rope is not None and krope is None:
+            if rope is not None and krope is None and attn.rope_type == "interleaved":
                 q, k = self.k.call("ltx_qk_norm_rope", q, k, attn.norm_q.weight, attn.norm_k.weight,
                                    rope[0][0], rope[1][0])
-            else:
+            else:                    # cross-modal RoPE, or the split layout (no op group for it yet)
                 q, k = attn.norm_q(q), attn.norm_k(k)
                 if rope is not None:
-                    q = apply_interleaved_rotary_emb(q[None], rope)[0]
-                    k = apply_interleaved_rotary_emb(k[None], krope)[0]
+                    apply = apply_interleaved_rotary_emb if attn.rope_type == "interleaved" else apply_split_rotary_emb
+                    q = apply(q[None], rope)[0]
+                    k = apply(k[None], krope or rope)[0]
         H = attn.heads
         o = attend(*(t.unflatten(-1, (H, -1)).transpose(0, 1)[None] for t in (q, k, v)))  # [1, H, S, d]
         return attn.to_out[0](o[0].transpose(0, 1).flatten(1).to(q.dtype))

@@ -170,10 +170,18 @@ def _check_two_stage(req: Request, plan: ShapePlan) -> None:
 def _check_components(req: Request) -> None:
     """The stage-2 component checkpoints, from their configs and headers only (no tensor is read)."""
     from runtime.adapter import AdapterConfig, check_adapter_checkpoint
+    from runtime.prompt_cache import context_channels
     from runtime.refiner import check_refiner_folder
     from runtime.vae import build_vae, check_vae_weights
 
-    checks = {"--refiner": (req.refiner, lambda f: check_refiner_folder(f)),
+    def refiner(f: str) -> None:
+        kw, _ = check_refiner_folder(f)
+        want = context_channels(req.config)
+        if kw.get("caption_channels", 3840) != want:
+            raise CheckpointError(f"{f}/config.json: caption_channels {kw.get('caption_channels', 3840)} but the "
+                                  f"--config {req.config} stage-2 context has {want} features")
+
+    checks = {"--refiner": (req.refiner, refiner),
               "--adapter": (req.adapter, lambda f: check_adapter_checkpoint(
                   f, AdapterConfig.full() if req.config == "full" else AdapterConfig.tiny())),
               "--ltx-vae": (req.ltx_vae, lambda f: check_vae_weights(build_vae("ltx_video", None, "meta", 0, f), f,

@@ -8,7 +8,7 @@ import torch
 
 from runtime.kernels import Kernels
 from runtime.prompt_cache import PromptCache, context_key, stage2_context
-from runtime.refiner import SIGMAS, Refiner, build_refiner, pack_video, refine, unpack_video
+from runtime.refiner import SIGMAS, Refiner, build_refiner, pack_video, refine, refiner_config, unpack_video
 
 F_, H, W, NA, L = 3, 4, 6, 5, 7
 
@@ -27,11 +27,13 @@ def diffusers_forward(m, inp, sigma, dtype):
              return_dict=False)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_forward_equals_diffusers(inputs, dtype):
+@pytest.mark.parametrize("dtype,rope_type", [(torch.float32, "interleaved"), (torch.bfloat16, "interleaved"),
+                                             (torch.float32, "split"), (torch.bfloat16, "split")])
+def test_forward_equals_diffusers(inputs, dtype, rope_type):
     """Reference ops through the dispatcher, our block loop (fused residual+norm, cached text K/V) vs diffusers'
-    own forward: bitwise equal in fp32 and in bf16 on the CPU."""
-    m = build_refiner("tiny", torch.device("cpu"), seed=3)
+    own forward: bitwise equal in fp32 and in bf16 on the CPU, for both RoPE layouts (the LTX-2.x release configs
+    use split)."""
+    m = build_refiner({**refiner_config("tiny"), "rope_type": rope_type}, torch.device("cpu"), seed=3)
     torch.nn.Module.to(m, dtype)
     kernels = Kernels("reference")
     r = Refiner(m, kernels)
@@ -41,7 +43,8 @@ def test_forward_equals_diffusers(inputs, dtype):
         ref_v, ref_a = diffusers_forward(m, inputs, sigma, dtype)
         assert torch.equal(v, ref_v.float()) and torch.equal(va, ref_a.float())
     ops = {c["op"] for c in kernels.summary()}
-    assert {"ltx_modulate", "ltx_gate_residual_modulate", "ltx_qk_norm_rope", "gelu_tanh"} <= ops
+    assert {"ltx_modulate", "ltx_gate_residual_modulate", "gelu_tanh"} <= ops
+    assert ("ltx_qk_norm_rope" in ops) == (rope_type == "interleaved")
 
 
 def test_text_kv_cache_is_used(inputs):
@@ -71,9 +74,11 @@ def test_refine_loop_shapes_and_determinism(inputs):
     assert torch.equal(unpack_video(pack_video(inputs["z"]), tuple(inputs["z"].shape)), inputs["z"])
 
 
-def test_unsupported_config_is_refused():
-    with pytest.raises(NotImplementedError, match="cross_attn_mod"):
-        build_refiner({"cross_attn_mod": True, "num_layers": 1}, torch.device("cpu"), seed=0)
+@pytest.mark.parametrize("key,value", [("cross_attn_mod", True), ("norm_eps", 1e-5), ("activation_fn", "gelu"),
+                                       ("rope_type", "other")])
+def test_unsupported_config_is_refused(key, value):
+    with pytest.raises(NotImplementedError, match=key):
+        build_refiner({**refiner_config("tiny"), key: value}, torch.device("cpu"), seed=0)
 
 
 def test_full_config_is_the_48_layer_ltx2():
@@ -100,3 +105,17 @@ def test_prompt_cache_hit_miss_and_keys(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
     assert context_key("x", "e1") != context_key("x", "e2")
     assert PromptCache(tmp_path).get("missing", dev) is None
+
+
+def test_corrupt_prompt_cache_entry_is_remade(tmp_path):
+    dev = torch.device("cpu")
+    v1, _, i1 = stage2_context("x", True, "tiny", dev, 0, str(tmp_path))
+    p = tmp_path / f"{i1['key']}.safetensors"
+    p.write_bytes(b"garbage")
+    v2, _, i2 = stage2_context("x", True, "tiny", dev, 0, str(tmp_path))
+    assert not i2["hit"] and torch.equal(v1, v2) and p.stat().st_size > 100
+    from safetensors.torch import save_file
+
+    save_file({"video": torch.zeros(1, 3, 48)}, str(p))                     # audio missing, wrong shape
+    _, _, i3 = stage2_context("x", True, "tiny", dev, 0, str(tmp_path))
+    assert not i3["hit"] and stage2_context("x", True, "tiny", dev, 0, str(tmp_path))[2]["hit"]

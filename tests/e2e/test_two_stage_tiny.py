@@ -10,6 +10,7 @@ import pytest
 from runtime import cli
 from runtime.mux import probe_mp4
 from runtime.packing import plan_request
+from runtime.pipeline import run_pipeline
 from runtime.request import Request
 from runtime.two_stage import draft_plan, ltx_audio_frames, ltx_latent_frames, run_pipeline_two_stage
 
@@ -25,7 +26,7 @@ def test_plans_of_the_report_route():
 def test_two_stage_tiny_end_to_end(tmp_path):
     req = Request(prompt="a fox in snow", duration_s=1.0, width=256, height=128, two_stage=True, warmup=True,
                   repeat=2, out=str(tmp_path / "t.mp4"), prompt_cache=str(tmp_path / "pc"))
-    res = run_pipeline_two_stage(req)
+    res = run_pipeline(req)                                   # the Python API dispatches on req.two_stage
     o = res.outputs
     assert list(o["z_draft"].shape) == [24, 12, 4, 8]                    # draft 128x64, 39 frames -> 12 latents
     assert list(o["z_upscaled"].shape) == [1, 24, 12, 8, 16]
@@ -40,6 +41,7 @@ def test_two_stage_tiny_end_to_end(tmp_path):
               "decode_audio", "mux", "request_total"):
         assert k in t, k
     assert len(t["requests"]) == 2 and t["first_request"] is t["requests"][0] and "warmup" in t
+    assert t["request_wall"] >= t["request_total"] and [r["stage2_context_hit"] for r in t["requests"]] == [True] * 2
     assert o["stage2_context"]["hit"]                        # made in the warm-up, read back from disk after it
     ops = {c["op"] for c in res.kernels}
     assert {"ltx_modulate", "ltx_gate_residual_modulate", "ltx_qk_norm_rope", "modulate", "swiglu"} <= ops
@@ -99,8 +101,8 @@ def test_components_load_and_reproduce(tmp_path):
     m = build_refiner("tiny", torch.device("cpu"), seed=None, folder=comp["refiner"])
     ref = build_refiner("tiny", torch.device("cpu"), seed=11)
     assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values()))
-    base = dict(prompt="a fox", duration_s=0.5, width=128, height=64, two_stage=True, mux=False,
-                prompt_cache=str(tmp_path / "pc"))
+    base = {"prompt": "a fox", "duration_s": 0.5, "width": 128, "height": 64, "two_stage": True, "mux": False,
+                "prompt_cache": str(tmp_path / "pc")}
     res = run_pipeline_two_stage(Request(**base, **comp, out=str(tmp_path / "a.mp4")))
     assert {res.weights[k]["source"] for k in ("ltx_refiner", "adapter", "ltx_vae")} == {"checkpoint"}
     assert res.weights["upscaler"]["source"] == "random"
@@ -128,3 +130,33 @@ def test_bad_component_checkpoints_name_file_and_key(tmp_path, capsys):
     stage1 = [a for a in argv if a != "--two-stage"]
     assert cli.main([*stage1, "--stage1-only", "--refiner", comp["refiner"]]) == 2
     assert "add --two-stage" in capsys.readouterr().out
+
+
+def test_mp4_check_accepts_a_fade_in_and_refuses_a_blank_video(tmp_path):
+    """The check decodes only the first frames: a video opening on black is valid when its source opened on black;
+    a video whose source had variance but whose file has none is refused."""
+    import numpy as np
+
+    from runtime.mux import check_mp4, write_mp4
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (24, 64, 64, 3), dtype=np.uint8)
+    frames[:6] = 0
+    wave = (rng.standard_normal((2, 32000)) * 0.1).astype(np.float32)
+    write_mp4(tmp_path / "fade.mp4", frames, 24, wave, 32000,
+              check=lambda t: check_mp4(t, 24, 24, 1.0, source=frames))
+    assert (tmp_path / "fade.mp4").exists()
+    blank, noisy = np.zeros_like(frames), rng.integers(0, 256, frames.shape, dtype=np.uint8)
+    with pytest.raises(ValueError, match="zero variance"):     # e.g. an encoder that dropped the picture
+        write_mp4(tmp_path / "blank.mp4", blank, 24, wave, 32000,
+                  check=lambda t: check_mp4(t, 24, 24, 1.0, source=noisy))
+    assert not (tmp_path / "blank.mp4").exists()
+
+
+def test_route_flags(tmp_path, capsys):
+    assert cli.main(["run-pipeline", "--prompt", "p", "--resolution", "16:9", "--dry-run"]) == 0
+    d = json.loads(capsys.readouterr().out.split("\n", 1)[1])                  # after the kernels line
+    assert d["route"] == "two-stage" and d["draft_plan"]["width"] == 672 and d["stage2"]["ltx_latent_frames"] == 16
+    assert cli.main(["run-pipeline", "--prompt", "p", "--resolution", "672x384", "--warmup",
+                     "--out", str(tmp_path / "x.mp4")]) == 2
+    assert "--warmup and --repeat belong to the two-stage route" in capsys.readouterr().out
