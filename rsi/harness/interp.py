@@ -6,6 +6,11 @@ correct kernel would then look like a lower-precision one. Only the interpret ba
 replaces the fp32 -> bf16/fp16 downcast with torch's/numpy's round-to-nearest-even casts (NaN preserved) and leaves
 every other conversion (fp8, fp16 upcasts) to the interpreter. It also widens bf16 -> fp32 exactly: the
 interpreter flushes bf16 subnormals to zero there, so the subnormal special case would test the wrong inputs.
+And ``tl.dot`` on bf16 operands: the interpreter multiplies their raw 16-bit patterns as integers (garbage); the
+patch widens bf16 operands exactly to fp32 first, which is what a bf16 tensor-core MMA computes (exact products,
+fp32 accumulation; only the summation order differs). And a loaded scalar (shape-(1,) data in the interpreter) used
+as a loop bound, ``range(start, end, BLOCK)`` with bounds read from memory (cu_seqlens): the interpreter's
+``__index__`` calls ``int()`` on that array, which numpy 2 refuses; the patch takes its single element.
 """
 
 from __future__ import annotations
@@ -35,5 +40,28 @@ def patch_interpreter_rounding() -> bool:
         return original(input, input_dtype, output_dtype, rounding_mode)
 
     interpreter._convert_float = convert
+
+    builder = interpreter.InterpreterBuilder
+    original_dot = builder.create_dot
+
+    def widen(h):
+        if h.dtype == tl.bfloat16:   # a TensorHandle holds its scalar type
+            bits = np.ascontiguousarray(h.data).view(np.uint16).astype(np.uint32) << 16
+            return interpreter.TensorHandle(bits.view(np.float32).reshape(h.data.shape), tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    builder.create_dot = create_dot
+
+    original_tensor_patch = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope):
+        original_tensor_patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0])
+                       if np.asarray(self.handle.data).size == 1 else int(self.handle.data))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
     interpreter._rsi_rne_patch = True
     return True
