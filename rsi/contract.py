@@ -145,7 +145,8 @@ class OpGroup:
       add, subtract, multiply, divide, exp, rsqrt and comparison is 1 (silu(g) * u = exp, add, div, mul, mul = 5
       per output element); a reduction over n elements is its n multiplies + n adds (a sum of squares is 2n);
       per-row scalars (mean, + eps, rsqrt) are counted per row; loads, stores, casts, index math and pure layout
-      ops are 0. Used by the physics gate (FLOP/s over the fp32 peak).
+      ops are 0. Used by the physics gate (FLOP/s over the fp32 peak; over the dense bf16 tensor-core peak where
+      ``flops_kind`` is "tensor": matmul FLOPs, 2 per multiply-add, e.g. attention's QK^T and PV).
     * ``dims_of(args)``: the Shape dims of one call (the runtime's dispatch key), the inverse of make_inputs.
     * ``fake`` and ``schema``: the meta implementation (contiguous outputs of the reference's shapes and dtypes) and
       the torch custom-op schema (argument names are ``input_names``), used by ``rsi.ops_library``.
@@ -162,6 +163,7 @@ class OpGroup:
     special_cases: Sequence[SpecialCase]
     bytes_moved: Callable[[Shape], int]     # compulsory bytes read + written (physics gate, %-of-copy)
     flops: Callable[[Shape], int] = lambda s: 0   # arithmetic operations (counting rule above)
+    flops_kind: str = "cuda"                # "tensor": matmul FLOPs, gated by the tensor-core peak (rsi.harness.gates)
     noncontiguous_inputs: Sequence[str] = ()     # inputs that are strided views in the production layout
     special_inputs: Sequence[int] = ()      # positions special values are applied to (empty: every float input)
     input_names: Sequence[str] = ()

@@ -67,6 +67,16 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     "ltx_row_vectors_16B": lambda c: LTX_DIM * c.get("ROWS", 1) >= 8 * 32 * c["num_warps"],
     # ltx_qk_norm_rope: a q or k row plus its cos and sin rows (fp32) live together, at most 96 values a thread
     "ltx_qk_regs_fit": lambda c: 3 * LTX_DIM * c.get("ROWS", 1) <= 96 * 32 * c["num_warps"],
+    # ---- attention (FlashAttention-2 tiles, head dim 128; rsi/templates/attention.py)
+    # Hopper's wgmma gives each warpgroup (4 warps) 64 query rows: BLOCK_M >= 16 rows a warp
+    "attn_rows_per_warpgroup": lambda c: c["BLOCK_M"] >= 16 * c["num_warps"],
+    # live fp32 values a thread: acc [BLOCK_M, 128], q [BLOCK_M, 128] bf16 (half), s and bf16 p [BLOCK_M, BLOCK_N]
+    # (1.5); at most 192 of the 255 registers
+    "attn_regs_fit": lambda c: (1.5 * 128 * c["BLOCK_M"] + 1.5 * c["BLOCK_M"] * c["BLOCK_N"])
+    / (32 * c["num_warps"]) <= 192,
+    # shared memory: num_stages buffers of a K and a V tile plus the q tile (bf16), at most 200 KB of the H200's
+    # 227 KB a block (the rest for the compiler's layout conversions)
+    "attn_smem_fit": lambda c: (2 * max(c["num_stages"], 1) * c["BLOCK_N"] + c["BLOCK_M"]) * 128 * 2 <= 200 * 1024,
     # ---- head-row copy tiles (qkv_pack, head_merge): [BLOCK_P, 128] bf16 tiles
     "copy_tile_fills_warps": lambda c: c["BLOCK_P"] * 128 >= 8 * 32 * c["num_warps"],
     "copy_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
@@ -134,6 +144,14 @@ def _heuristic_ltx_qk_rows(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_flash_tiles(space: Space) -> dict[str, Any]:
+    """FlashAttention-2 tiles as Triton's fused-attention tutorial runs them on Hopper for head dim 128: 128 query
+    rows (two warpgroups of 64), 64 keys a step, 8 warps, 3 pipeline stages (128 KB of shared memory), exp2 with
+    log2(e) in the scale, unmasked full key blocks. Not yet measured on the H200."""
+    c = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "EXP2": 1, "SPLIT": 1}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
@@ -143,6 +161,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "merge_tiles": _heuristic_merge_tiles,
     "ltx_row_in_registers": _heuristic_ltx_row_in_registers,
     "ltx_qk_rows": _heuristic_ltx_qk_rows,
+    "flash_tiles": _heuristic_flash_tiles,
 }
 
 

@@ -19,6 +19,7 @@ OP_MODULES = {
     "ltx_gate_residual_modulate": "rsi.refs.ltx_gate_residual_modulate",
     "ltx_qk_norm_rope": "rsi.refs.ltx_qk_norm_rope",
     "gelu_tanh": "rsi.refs.gelu_tanh",
+    "attention": "rsi.refs.attention",
 }
 
 

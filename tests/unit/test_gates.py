@@ -128,3 +128,23 @@ def test_hidden_work_is_rejected():
     why = physics_gate([_row("small", p50=20.0, hidden_work_gap_us=55.0, shape=small)], _op(), COPY, H200)
     assert "small" in why and "55.0" in why and "50.0" in why
     assert "stage1" in physics_gate([_row(hidden_work_gap_us=None)], _op(), COPY, H200)
+
+
+def test_attention_is_gated_by_the_tensor_core_peak():
+    """The attention op group declares its FLOPs as tensor-core work: cuDNN's measured 73.9 ms at h3_full (~570
+    TFLOP/s, ANCHORS.md section f) passes on the H200 (989 dense bf16 TFLOP/s, spec); 30 ms (1,395 TFLOP/s) fails.
+    Against the fp32 CUDA-core peak (67) the honest time would have been rejected."""
+    from rsi.refs import get_op_group
+
+    op = get_op_group("attention")
+    assert op.flops_kind == "tensor"
+    shape = next(s for s in op.shapes if s.name == "h3_full")
+
+    def row(p50):
+        return {**_row("h3_full", p50=p50), "shape": shape.to_json()}
+
+    assert physics_gate([row(73_900.0)], op, COPY, H200) == ""
+    why = physics_gate([row(30_000.0)], op, COPY, H200)
+    assert "tensor-core" in why and "h3_full" in why
+    assert "CUDA-core" in physics_gate([row(73_900.0)], SimpleNamespace(bytes_moved=op.bytes_moved, flops=op.flops),
+                                       COPY, H200)

@@ -234,7 +234,13 @@ def test_flops(name):
         f = g.flops(s)
         assert isinstance(f, int)
         assert (f > 0) == arithmetic, (name, s, f)
-    if arithmetic:   # linear in rows
+    assert g.flops_kind == ("tensor" if name == "attention" else "cuda"), name
+    if arithmetic and g.flops_kind == "tensor":   # attention: quadratic in the document length
+        s = next(s for s in g.shapes if s.dims["docs"] == 1)
+        double = type(s)(s.name, {**s.dims, "rows": 2 * s.dims["rows"]})
+        assert g.flops(double) == 4 * g.flops(s)
+        assert g.flops(s) == 4 * s.dims["rows"] ** 2 * s.dims["heads"] * 128
+    elif arithmetic:   # linear in rows
         s = g.shapes[0]
         double = type(s)(s.name, {**s.dims, "rows": 2 * s.dims["rows"]})
         assert g.flops(double) == 2 * g.flops(s)

@@ -1,0 +1,113 @@
+"""Parametric Triton template for ``attention`` (searched by the offline proposer).
+
+FlashAttention-2 forward, non-causal, varlen over cu_seqlens (rsi/refs/attention.py): per document d = [start, end)
+and head h, out[i] = sum_j softmax_j(q_i . k_j * scale) v_j over j in the document.
+
+Grid: (cdiv(S, BLOCK_M), H, n_docs); program (m, h, d) takes query rows start + [m * BLOCK_M, (m + 1) * BLOCK_M)
+of document d and exits at once when they start at or past its end (the host cannot read cu_seqlens, so the grid is
+sized for a document of S rows; with the H3 pad document ~half the programs exit after two scalar loads). The
+query-block index is the fastest grid axis: programs running together share one head's K/V in L2.
+
+Per program: the [BLOCK_M, 128] q tile is loaded once (bf16); the keys of the document are visited in BLOCK_N
+blocks with an online softmax in fp32: s = q k^T (tensor cores, fp32 accumulate) times the scale, m_new =
+max(m, rowmax(s)), p = exp(s - m_new), l = l * alpha + rowsum(p), acc = acc * alpha + bf16(p) v with alpha =
+exp(m - m_new); out = bf16(acc / l) at the end. Keys outside the document are masked to -inf before the max (their
+K and V rows are never read), query rows past its end are neither loaded nor stored. Every input is read through its
+three strides with 64-bit offsets (q, k, v may be views of the fused qkv output). The output is contiguous
+[S, H, 128].
+
+Config: BLOCK_M, BLOCK_N (tile sizes), num_warps, num_stages (software pipelining of the key loop), EXP2 (1: exp2
+with log2(e) folded into the scale, the MUFU.EX2 path; 0: tl.exp of the scaled scores), SPLIT (1: the full key
+blocks run without masks and only the last, partial block masks; 0: every block masks).
+"""
+
+import triton
+import triton.language as tl
+
+from rsi import kernel as K
+
+SM_SCALE = 0.08838834764831845   # 1 / sqrt(128)
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _key_block(acc, l_i, m_i, q, k_ptr, v_ptr, n0, end, stride_ks, stride_vs, offs_n, k_d, v_d, qk_scale,
+               MASK: tl.constexpr, EXP2: tl.constexpr):
+    rows = (n0 + offs_n).to(tl.int64)
+    kv_ok = (n0 + offs_n) < end
+    if MASK:
+        k = tl.load(k_ptr + rows[:, None] * stride_ks + k_d[None, :], mask=kv_ok[:, None], other=0.0)
+        v = tl.load(v_ptr + rows[:, None] * stride_vs + v_d[None, :], mask=kv_ok[:, None], other=0.0)
+    else:
+        k = tl.load(k_ptr + rows[:, None] * stride_ks + k_d[None, :])
+        v = tl.load(v_ptr + rows[:, None] * stride_vs + v_d[None, :])
+    s = tl.dot(q, tl.trans(k)) * qk_scale
+    if MASK:
+        s = tl.where(kv_ok[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if EXP2:
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+    else:
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(tl.bfloat16), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr, stride_cu, stride_qs, stride_qh, stride_qd, stride_ks,
+                      stride_kh, stride_kd, stride_vs, stride_vh, stride_vd, n_heads, qk_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EXP2: tl.constexpr,
+                      SPLIT: tl.constexpr):
+    pid_m = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    doc = tl.program_id(2)
+    start = tl.load(cu_ptr + doc * stride_cu)
+    end = tl.load(cu_ptr + (doc + 1) * stride_cu)
+    m0 = start + pid_m * BLOCK_M
+    if m0 < end:
+        offs_m = tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
+        q_rows = (m0 + offs_m).to(tl.int64)
+        q_ok = (m0 + offs_m) < end
+        q = tl.load(q_ptr + q_rows[:, None] * stride_qs + h * stride_qh + offs_d[None, :] * stride_qd,
+                    mask=q_ok[:, None], other=0.0)
+        k_base = k_ptr + h * stride_kh
+        v_base = v_ptr + h * stride_vh
+        m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+        l_i = tl.zeros((BLOCK_M,), tl.float32)
+        acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+        k_d = offs_d * stride_kd
+        v_d = offs_d * stride_vd
+        if SPLIT:
+            full_end = start + ((end - start) // BLOCK_N) * BLOCK_N
+            for n0 in range(start, full_end, BLOCK_N):
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, end, stride_ks, stride_vs, offs_n,
+                                           k_d, v_d, qk_scale, False, EXP2)
+            if full_end < end:
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, full_end, end, stride_ks, stride_vs,
+                                           offs_n, k_d, v_d, qk_scale, True, EXP2)
+        else:
+            for n0 in range(start, end, BLOCK_N):
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, end, stride_ks, stride_vs, offs_n,
+                                           k_d, v_d, qk_scale, True, EXP2)
+        out = acc / l_i[:, None]
+        o_off = q_rows[:, None] * (n_heads * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+        tl.store(o_ptr + o_off, out.to(tl.bfloat16), mask=q_ok[:, None])
+
+
+def launch(q, k, v, cu_seqlens, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, EXP2=1, SPLIT=1):
+    n_rows, n_heads, head_dim = q.shape
+    out = K.empty((n_rows, n_heads, head_dim), dtype=q.dtype, device=q.device)
+    n_docs = cu_seqlens.shape[0] - 1
+    qk_scale = SM_SCALE * LOG2E if EXP2 else SM_SCALE
+    grid = (triton.cdiv(n_rows, BLOCK_M), n_heads, n_docs)
+    _attention_kernel[grid](q, k, v, out, cu_seqlens, cu_seqlens.stride(0), q.stride(0), q.stride(1), q.stride(2),
+                            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), n_heads,
+                            qk_scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, EXP2=EXP2, SPLIT=SPLIT,
+                            num_warps=num_warps, num_stages=num_stages)
+    return out
