@@ -1,0 +1,141 @@
+"""attention under the Triton interpreter: the reference and oracle against an independent fp64 computation (one
+masked softmax over the whole packed sequence), the runtime's sdpa_documents inside the class, the template at
+several configs on every layout and special case, empty documents, and broken variants (a document that sees
+another's keys, a missing rescale, a wrong scale, fp8 probabilities) rejected. The heuristic config passes the
+real harness in tests/adversarial/test_every_op_group.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rsi.contract import Shape
+from rsi.harness import check
+from rsi.refs import get_op_group
+from rsi.spaces import load_space, template_source
+from tests.interp.ltx_helpers import module
+
+pytestmark = pytest.mark.interpreter
+OP = "attention"
+SMALL = [
+    {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "EXP2": 1, "SPLIT": 1},
+    {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 0, "SPLIT": 0},
+]
+
+
+def _independent(q, k, v, cu):
+    """fp64 softmax attention over the whole sequence with a block-diagonal (same document) mask: no chunks, no
+    per-document loop. Returns (out, sum_j p_ij |v_jd|)."""
+    S = q.shape[0]
+    doc = torch.bucketize(torch.arange(S), torch.tensor(cu[1:]), right=True)
+    same = doc[:, None] == doc[None, :]
+    qd, kd, vd = (t.double().transpose(0, 1) for t in (q, k, v))       # [H, S, D]
+    s = (qd @ kd.transpose(1, 2)) / math.sqrt(128)
+    p = torch.softmax(s.masked_fill(~same, -math.inf), dim=-1)
+    return (p @ vd).transpose(0, 1), (p @ vd.abs()).transpose(0, 1)
+
+
+def _judge(out, inputs):
+    g = get_op_group(OP)
+    ref, orc, (term,) = g.reference(*inputs), g.oracle(*inputs), g.term_scale(*inputs)
+    assert out.shape == ref.shape and out.dtype == ref.dtype and out.is_contiguous()
+    return check.compare(out, ref, orc, g.tolerance, term_scale=term)
+
+
+@pytest.mark.parametrize("shape", get_op_group(OP).interp_shapes, ids=lambda s: s.name)
+def test_reference_against_independent_fp64(shape):
+    g = get_op_group(OP)
+    for lay in range(g.n_layouts):
+        q, k, v, cu = g.make_inputs(shape, 5, "cpu", layout=lay)
+        want, want_term = _independent(q, k, v, cu.tolist())
+        assert torch.allclose(g.oracle(q, k, v, cu), want, rtol=0, atol=1e-12)
+        assert torch.allclose(g.term_scale(q, k, v, cu)[0], want_term, rtol=0, atol=1e-12)
+        ref = g.reference(q, k, v, cu)
+        err = (ref.double() - want).abs()
+        # fp32 math rounded once: within one bf16 ulp of the exact value, and mostly its correct rounding
+        assert bool((err <= check.ulp_bf16(want)).all())
+        assert (ref == want.to(torch.bfloat16)).float().mean() > 0.98
+
+
+def test_documents_do_not_talk():
+    """The pad document's outputs depend on its own rows only; an empty document is allowed."""
+    g = get_op_group(OP)
+    q, k, v, cu = g.make_inputs(Shape("s", {"rows": 90, "heads": 2, "docs": 2}), 3, "cpu")
+    for bounds in ([0, 60, 90], [0, 0, 60, 90, 90]):
+        cu = torch.tensor(bounds, dtype=torch.int32)
+        out = g.reference(q, k, v, cu)
+        k2, v2 = k.clone(), v.clone()
+        k2[:60], v2[:60] = 0, 1
+        assert torch.equal(g.reference(q, k2, v2, cu)[60:], out[60:])
+        want, _ = _independent(q, k, v, bounds)
+        assert torch.allclose(out.double(), want, atol=2e-2)
+
+
+def test_runtime_sdpa_documents_is_inside_the_class():
+    """The runtime's current attention (runtime/layers.py sdpa_documents, SDPA per document) passes the class."""
+    from runtime.layers import sdpa_documents
+
+    g = get_op_group(OP)
+    q, k, v, cu = g.make_inputs(g.interp_shapes[0], 2, "cpu")
+    out = sdpa_documents(q, k, v, cu.tolist()).view(q.shape)
+    ok, stats, why = _judge(out, (q, k, v, cu))
+    assert ok, (why, stats)
+
+
+@pytest.mark.parametrize("config", SMALL, ids=lambda c: f"m{c['BLOCK_M']}n{c['BLOCK_N']}e{c['EXP2']}s{c['SPLIT']}")
+def test_template_every_layout_and_special_case(config):
+    """Two documents + an odd pad document at tile sizes that straddle the document boundary, every layout, every
+    special case; the other interpreter shapes (one document, three documents) at the plain seed."""
+    g = get_op_group(OP)
+    mod = module(OP)
+    two = g.interp_shapes[0]
+    for lay in range(g.n_layouts):
+        plain = g.make_inputs(two, 1, "cpu", layout=lay)
+        assert plain[3][-1] - plain[3][-2] not in (0, 64) and (plain[3][-2] % 16) != 0    # odd pad, boundary mid-tile
+        for sc in (None, *g.special_cases):
+            inputs = plain if sc is None else sc.apply(plain, ())
+            ok, stats, why = _judge(mod.launch(*inputs, **config), inputs)
+            assert ok, (lay, sc and sc.name, why)
+            if sc is None:   # bf16 P: a little above the fp32 reference's own error, well inside 2x
+                assert stats["rel_l2"] <= 1.5 * stats["ref_rel_l2"] and stats["elem_worst_ratio"] < 0.5, stats
+    for shape in g.interp_shapes[1:]:
+        inputs = g.make_inputs(shape, 2, "cpu")
+        ok, _, why = _judge(mod.launch(*inputs, **config), inputs)
+        assert ok, (shape.name, why)
+
+
+def test_heuristic_with_empty_documents():
+    g = get_op_group(OP)
+    q, k, v, _ = g.make_inputs(Shape("s", {"rows": 150, "heads": 2, "docs": 2}), 4, "cpu")
+    mod = module(OP)
+    for bounds in ([0, 150, 150], [0, 0, 37, 37, 150]):
+        inputs = (q, k, v, torch.tensor(bounds, dtype=torch.int32))
+        for config in (load_space(OP).heuristic(), SMALL[0]):
+            ok, _, why = _judge(mod.launch(*inputs, **config), inputs)
+            assert ok, (bounds, why)
+
+
+@pytest.mark.parametrize("old,new,configs", [
+    # the pad document (and every later one) attends to the keys of the documents before it (SPLIT 1, SPLIT 0)
+    ("for n0 in range(start, full_end, BLOCK_N):", "for n0 in range(0, full_end, BLOCK_N):", [SMALL[0]]),
+    ("for n0 in range(start, end, BLOCK_N):", "for n0 in range(0, end, BLOCK_N):", [SMALL[1]]),
+    # the masked tail reads 16 rows (one key block of SMALL) into the next document
+    ("kv_ok = (n0 + offs_n) < end", "kv_ok = (n0 + offs_n) < end + 16", SMALL),
+    # no rescale of the accumulator when the running max grows
+    ("    acc = acc * alpha[:, None]\n", "", SMALL),
+    # log2(e) not folded into the scale on the exp2 path
+    ("qk_scale = SM_SCALE * LOG2E if EXP2 else SM_SCALE", "qk_scale = SM_SCALE", [SMALL[0]]),
+    # fp8 (e4m3) probabilities in the PV product
+    ("acc = tl.dot(p.to(tl.bfloat16), v, acc)", "acc = tl.dot(p.to(tl.float8e4nv).to(tl.bfloat16), v, acc)", SMALL),
+], ids=["pad_sees_used_split", "pad_sees_used", "tail_mask_leaks", "no_rescale", "exp2_without_log2e", "fp8_p"])
+def test_broken_variants_fail(old, new, configs):
+    src = template_source(OP)
+    assert old in src
+    mod = module(OP, src.replace(old, new))
+    g = get_op_group(OP)
+    inputs = g.make_inputs(g.interp_shapes[0], 1, "cpu")
+    for config in configs:
+        ok, _, _ = _judge(mod.launch(*inputs, **config), inputs)
+        assert not ok, config
