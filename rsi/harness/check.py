@@ -273,13 +273,20 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
                                   + _element_report(out, ref, oracle, term_scale, elem["worst_at"], k, c))
         return True, stats, ""
     if isinstance(tol, Approximate):
-        rmse = cand["rel_l2"]
-        snr = -20 * math.log10(rmse) if rmse > 0 else math.inf
-        stats.update(rel_rmse=rmse, snr_db=snr)
-        if not rmse <= tol.max_rel_rmse:
-            return False, stats, f"relative RMSE {rmse:.3g} > {tol.max_rel_rmse}"
-        if not snr >= tol.min_snr_db:
-            return False, stats, f"SNR {snr:.1f} dB < {tol.min_snr_db}"
+        peak = float(oracle[torch.isfinite(oracle)].abs().max()) if oracle.numel() else 0.0
+        frac = cand["max_abs"] / peak if peak > 0 else (0.0 if cand["max_abs"] == 0 else math.inf)
+        lossier = tol.factor * own["rel_l2"] + tol.floor_rel_l2
+        stats.update(ref_cosine=own["cosine"], max_abs_frac=frac, rel_l2_bound=tol.max_rel_l2,
+                     cosine_bound=tol.min_cosine, max_abs_frac_bound=tol.max_abs_frac, lossier_bound=lossier)
+        if not cand["rel_l2"] <= tol.max_rel_l2:
+            return False, stats, f"relative-L2 error vs the exact op {cand['rel_l2']:.3g} > {tol.max_rel_l2}"
+        if not cand["cosine"] >= tol.min_cosine:
+            return False, stats, f"cosine vs the exact op {cand['cosine']:.6f} < {tol.min_cosine}"
+        if not frac <= tol.max_abs_frac:
+            return False, stats, f"max-abs error {frac:.3g} of max|exact| > {tol.max_abs_frac}"
+        if not cand["rel_l2"] <= lossier:
+            return False, stats, (f"lossier than the declared algorithm: relative-L2 {cand['rel_l2']:.3g} > "
+                                  f"{tol.factor} x the reference's {own['rel_l2']:.3g} + {tol.floor_rel_l2}")
         return True, stats, ""
     return False, stats, f"unknown tolerance class {tol!r}"
 

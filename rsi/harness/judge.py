@@ -23,7 +23,7 @@ from typing import Any, Self
 
 import torch
 
-from rsi.contract import ACCEPT, Candidate, OpGroup, Shape, Tolerance, Verdict
+from rsi.contract import ACCEPT, Approximate, Candidate, OpGroup, Shape, Tolerance, Verdict
 from rsi.harness import check, jail
 from rsi.harness import protocol as P
 from rsi.harness.client import (
@@ -228,7 +228,7 @@ class Judge:
                 client.request(P.INPUTS, {"id": in_id, "storages": sdescs, "tensors": idescs})
             shared_prev = (shape, layout, shared, in_id)
             refs = check.as_tuple(op.reference(*inputs))
-            oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, Tolerance) \
+            oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, (Tolerance, Approximate)) \
                 else (None,) * len(refs)
             scales = check.term_scales(op, inputs, len(refs))
             need = arena_bytes(refs)
