@@ -273,10 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_env)
 
     from rsi.bench import add_parser as add_bench
+    from runtime.attention_quality import add_parser as add_attention_quality
     from runtime.cli import add_parser as add_run_pipeline
 
     add_bench(sub)
     add_run_pipeline(sub)
+    add_attention_quality(sub)
     return p
 
 

@@ -1,15 +1,38 @@
-"""The one attention call of the runtime: both stages (H3 blocks, LTX refiner blocks) attend through ``attend``.
+"""The runtime's attention: every attention call of both stages goes through the run's ``Attention`` object
+(``kernels.attention``), which picks the kernel of the class the user chose (``--attention``) and times it.
 
-``attend(q, k, v)`` takes ``[B, heads, rows, head_dim]`` bf16 (non-causal, no mask, softmax scale 1/sqrt(D)) and
-returns the same shape. The attention op group (a separate issue) takes this function over; until it does, it
-is SDPA with the backend order measured fastest on the H200 at the pipeline's shapes
-(../shared/docs/ANCHORS.md section f: cuDNN 73.9 ms vs flash 116.7 ms at H3's 38,248 rows, 6.24 vs 12.18 ms at
-LTX-2's 16,128 rows): cuDNN, then flash, then memory-efficient, then math. SDPA falls through the list when a
-backend does not support the inputs (e.g. head dim 64 on cuDNN for some builds), so every shape still runs.
-On the CPU the order is irrelevant and plain SDPA runs.
+Modes (``AttentionConfig.mode``):
+
+* ``dense`` (default): exact attention. Self-attention over packed documents (H3's ``[text | video | audio | pad]``
+  rows, the refiner's video and audio rows) runs the verified kernel of the ``attention`` op group where
+  verified_kernels/LOCK.json has one for this GPU and shape bucket, else SDPA per document with the backend order
+  measured fastest on the H200 (../shared/docs/ANCHORS.md section f: cuDNN 73.9 ms vs flash 116.7 ms at H3's
+  38,248 rows, 6.24 vs 12.18 ms at LTX-2's 16,128 rows): cuDNN, flash, memory-efficient, math (SDPA falls through
+  the list when a backend does not support the inputs). On the CPU plain SDPA runs.
+* ``fp8`` (lossy): the transformer blocks' self-attention of both stages runs the ``attention_fp8`` op group (Q, K,
+  V in e4m3 with per-head scales): its verified kernel, else its reference (fp32 math on the quantised values:
+  right, but slow at full size).
+* ``sol`` (lossy): the refiner's video self-attention from layer ``dense_layers`` on runs the ``sol_attn`` op
+  group (Sol-Attn block selection, then block-sparse attention) with threshold ``tau = taus[step]`` (the report's
+  schedule 1.0, 1.25, 1.5 over the three refiner updates); stage 1 and the first ``dense_layers`` refiner layers
+  stay dense (``dense_layers`` = 2 is this runtime's default, not a figure of the report). With the op group's
+  128-row blocks its verified kernel runs where locked, else FlexAttention with a block mask built from the
+  selection (CUDA), else the reference. The density of every sparse call is recorded.
+
+Cross-attention (text, audio<->video) is always dense SDPA. Attention outside the denoising loops (H3's text token
+refiner) is always dense. Time: CUDA events around every call (summed per stage once the request is done) or the
+host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the sparse densities.
 """
 
 from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,16 +47,222 @@ except ImportError:        # pragma: no cover - older torch
     BACKENDS = []
 
 BACKEND_NAMES = ["cudnn", "flash", "efficient", "math"]
+MODES = ("dense", "fp8", "sol")
+TAUS = (1.0, 1.25, 1.5)          # the Sol-H3 report's schedule over the three refiner updates
+DENSE_LAYERS = 2                 # refiner layers kept dense in sol mode (this runtime's default)
+SOL_BLOCK = 128                  # the sol_attn op group's selection block
+DENOISING = ("stage1", "stage2")
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Non-causal softmax attention, [B, H, Sq, D] x [B, H, Sk, D] -> [B, H, Sq, D]."""
+    """Dense non-causal softmax attention (SDPA), [B, H, Sq, D] x [B, H, Sk, D] -> [B, H, Sq, D]."""
     if q.device.type != "cuda" or sdpa_kernel is None:
         return F.scaled_dot_product_attention(q, k, v)
     with sdpa_kernel(BACKENDS, set_priority=True):
         return F.scaled_dot_product_attention(q, k, v)
 
 
-def describe() -> str:
-    """For run summaries: which function serves attention, and in which backend order."""
-    return "SDPA, backend priority " + " > ".join(BACKEND_NAMES) + " (runtime/attention.py: attend)"
+def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """The ``attention`` op group's semantics through SDPA: q, k, v [S, H, D] (any strides), cu_seqlens int32
+    [n_docs + 1] -> contiguous [S, H, D]; one SDPA call per non-empty document, no cross-talk."""
+    S, H, D = q.shape
+    out = q.new_empty(S, H, D)
+    for a, b in itertools.pairwise(int(x) for x in cu_seqlens.tolist()):
+        if b > a:
+            out[a:b] = attend(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))[0].transpose(0, 1)
+    return out
+
+
+def parse_taus(text: str) -> tuple[float, ...]:
+    """``"1.0,1.25,1.5"`` -> (1.0, 1.25, 1.5); the last value holds for later steps."""
+    try:
+        taus = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise ValueError(f"--sol-tau {text!r}: comma-separated numbers, e.g. 1.0,1.25,1.5") from None
+    if not taus or not all(math.isfinite(t) for t in taus):
+        raise ValueError(f"--sol-tau {text!r}: finite numbers, e.g. 1.0,1.25,1.5")
+    return taus
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    mode: str = "dense"
+    taus: tuple[float, ...] = TAUS
+    dense_layers: int = DENSE_LAYERS
+    block: int = SOL_BLOCK
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"--attention must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if not self.taus:
+            raise ValueError("--sol-tau needs at least one value")
+        if self.dense_layers < 0:
+            raise ValueError(f"--sol-dense-layers must be >= 0, not {self.dense_layers}")
+        if self.block < 1:
+            raise ValueError(f"--sol-block must be >= 1, not {self.block}")
+
+    def tau(self, step: int) -> float:
+        return self.taus[min(step, len(self.taus) - 1)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "taus": list(self.taus), "dense_layers": self.dense_layers, "block": self.block}
+
+
+@dataclass
+class _Where:
+    stage: str = "other"
+    step: int = 0
+    layer: int = 0
+
+
+class Attention:
+    """One per run (``kernels.attention``). ``at(stage, step, layer)`` is set by the denoising loops; ``self_attn``
+    serves self-attention over documents, ``cross`` everything else."""
+
+    def __init__(self, config: AttentionConfig | None = None, kernels=None):
+        self.cfg, self.kernels = config or AttentionConfig(), kernels
+        self.where = _Where()
+        self.reset()
+
+    def reset(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: Counter = Counter()
+        self.density: list[dict[str, Any]] = []
+        self._events: list[tuple[str, Any, Any]] = []
+
+    def at(self, stage: str | None = None, step: int | None = None, layer: int | None = None) -> None:
+        if stage is not None:
+            self.where.stage = stage
+        if step is not None:
+            self.where.step = step
+        if layer is not None:
+            self.where.layer = layer
+
+    # ------------------------------------------------------------------------------------------ timing
+    @contextmanager
+    def _timed(self, path: str):
+        stage = self.where.stage
+        self.calls[f"{stage}:{path}"] += 1
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            yield
+            e.record()
+            self._events.append((stage, s, e))
+        else:
+            t0 = time.perf_counter()
+            yield
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+    def _flush(self) -> None:
+        if self._events:
+            torch.cuda.synchronize()
+            for stage, s, e in self._events:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + s.elapsed_time(e) / 1e3
+            self._events = []
+
+    def report(self) -> dict[str, Any]:
+        self._flush()
+        out: dict[str, Any] = {**self.cfg.to_json(), "seconds": dict(self.seconds), "calls": dict(self.calls)}
+        if self.density:
+            steps: dict[int, list[float]] = {}
+            for d in self.density:
+                steps.setdefault(d["step"], []).append(d["density"])
+            out["density_per_step"] = {str(s): sum(v) / len(v) for s, v in sorted(steps.items())}
+            out["density"] = self.density
+        return out
+
+    # ------------------------------------------------------------------------------------------ calls
+    def self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
+                  sparse: bool = False) -> torch.Tensor:
+        """q, k, v: [S, H, D] (any strides), documents ``bounds`` (cu_seqlens as a list) -> [S, H * D].
+        ``sparse``: the call may run Sol-Attn (the refiner's video self-attention)."""
+        cu = torch.tensor(bounds, dtype=torch.int32, device=q.device)
+        w, cfg = self.where, self.cfg
+        lossy = w.stage in DENOISING
+        if cfg.mode == "fp8" and lossy:
+            with self._timed("fp8"):
+                o = self._dispatch("attention_fp8", _fp8_reference, q, k, v, cu)
+        elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
+            tau = cfg.tau(w.step)
+            with self._timed("sol"):
+                o = self._sol(q, k, v, cu, tau)
+            self._record_density(q, k, cu, tau)
+        else:
+            with self._timed("dense"):
+                o = self._dispatch("attention", sdpa_documents, q, k, v, cu)
+        return o.reshape(q.shape[0], -1)
+
+    def cross(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Dense SDPA, [B, H, Sq, D] x [B, H, Sk, D] -> [B, H, Sq, D]."""
+        with self._timed("dense"):
+            return attend(q, k, v)
+
+    def _dispatch(self, op: str, fallback, *args):
+        if self.kernels is None:
+            return fallback(*args)
+        return self.kernels.call_or(op, fallback, *args)
+
+    def _sol(self, q, k, v, cu, tau: float) -> torch.Tensor:
+        from rsi.refs import sol_attn
+
+        sink = 0          # the refiner's video self-attention has no text rows (its text is cross-attention)
+        if self.cfg.block == SOL_BLOCK:
+            return self._dispatch("sol_attn", _sol_fallback, q, k, v, cu, tau, sink)
+        return sol_attn.reference(q, k, v, cu, tau, sink, block=self.cfg.block)
+
+    def _record_density(self, q, k, cu, tau: float) -> None:
+        from rsi.refs import sol_attn
+
+        d = float(sol_attn.density(q, k, cu, tau, 0, block=self.cfg.block))
+        self.density.append({"step": self.where.step, "layer": self.where.layer, "tau": tau, "density": d})
+
+
+def _fp8_reference(q, k, v, cu):
+    from rsi.refs import attention_fp8
+
+    return attention_fp8.reference(q, k, v, cu)
+
+
+def _sol_fallback(q, k, v, cu, tau: float, sink: int) -> torch.Tensor:
+    """Sol-Attn without a verified kernel: FlexAttention over the selected 128-row blocks on CUDA (one document,
+    the refiner's case), else the op group's reference."""
+    from rsi.refs import sol_attn
+
+    if q.device.type == "cuda" and cu.numel() == 2:
+        return flex_sparse(q, k, v, sol_attn.keep_mask(q, k, cu, tau, sink)[0])
+    return sol_attn.reference(q, k, v, cu, tau, sink)
+
+
+_FLEX: dict[str, Any] = {}
+
+
+def flex_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,
+                block: int = SOL_BLOCK) -> torch.Tensor:
+    """Block-sparse attention of one document through FlexAttention: q, k, v [S, H, D], keep bool [H, nQB, nKB]
+    (query block i attends key block j) -> [S, H, D]. The block mask is built from the kept block lists
+    (``BlockMask.from_kv_blocks``); on CUDA flex_attention is compiled once per process."""
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    S = q.shape[0]
+    counts = keep.sum(-1, dtype=torch.int32)                                           # [H, nQB]
+    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # kept blocks first
+    mask = BlockMask.from_kv_blocks(counts[None], order[None], BLOCK_SIZE=block, seq_lengths=(S, S))
+    fn = flex_attention
+    if q.device.type == "cuda":
+        fn = _FLEX.setdefault("compiled", torch.compile(flex_attention, dynamic=False))
+    o = fn(*(t.transpose(0, 1)[None] for t in (q, k, v)), block_mask=mask)            # [1, H, S, D]
+    return o[0].transpose(0, 1)
+
+
+def describe(cfg: AttentionConfig | None = None) -> str:
+    """For run summaries: which function serves attention."""
+    cfg = cfg or AttentionConfig()
+    base = ("dense: the verified `attention` kernel where locked, else SDPA per document, backend priority "
+            + " > ".join(BACKEND_NAMES))
+    if cfg.mode == "fp8":
+        return base + "; fp8 (lossy): the denoising blocks' self-attention through `attention_fp8`"
+    if cfg.mode == "sol":
+        return (base + f"; sol (lossy): refiner video self-attention from layer {cfg.dense_layers} through "
+                       f"`sol_attn`, tau per step {', '.join(f'{t:g}' for t in cfg.taus)}, block {cfg.block}")
+    return base

@@ -102,6 +102,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                    "file, or a folder with model.safetensors + manifest.json); else "
                                                    "random")
     p.add_argument("--ltx-vae", default=None, help="two-stage: the LTX-2 video VAE as a diffusers folder; else random")
+    p.add_argument("--attention", default="dense", choices=["dense", "fp8", "sol"],
+                   help="attention class: dense (exact: the verified `attention` kernel where locked, else SDPA "
+                        "cuDNN-first), fp8 (lossy: the denoising blocks' self-attention with Q/K/V in e4m3, both "
+                        "stages), sol (lossy: Sol-Attn block-sparse video self-attention in the refiner; needs the "
+                        "two-stage route) (default dense)")
+    p.add_argument("--sol-tau", default="1.0,1.25,1.5",
+                   help="sol: threshold tau per refiner update, comma-separated; the last holds for later updates "
+                        "(default 1.0,1.25,1.5, the Sol-H3 report's)")
+    p.add_argument("--sol-dense-layers", type=int, default=None,
+                   help="sol: refiner layers kept dense (default 2; 1 on --config tiny, whose refiner has 2)")
+    p.add_argument("--sol-block", type=int, default=None,
+                   help="sol: selection block in rows (default 128, the sol_attn op group's; 8 on --config tiny; "
+                        "a size other than 128 runs the op group's reference)")
     p.add_argument("--device", default="auto", help="auto (cuda if visible), cpu, cuda, cuda:N")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
@@ -128,7 +141,16 @@ def _fail(kind: str, e: BaseException) -> None:
 def _run(args: argparse.Namespace) -> int:
     from rsi.verified import find_root
     from runtime.packing import RequestError
-    from runtime.pipeline import PARTS, Request, fmt_gib, pick_schedule, run_pipeline, summary_rows, validate
+    from runtime.pipeline import (
+        PARTS,
+        Request,
+        attention_config,
+        fmt_gib,
+        pick_schedule,
+        run_pipeline,
+        summary_rows,
+        validate,
+    )
 
     out_json = Path(args.json) if args.json else Path(args.out).with_suffix(".json")
     lock_root, lock_how = find_root(getattr(args, "root_explicit", None))
@@ -149,6 +171,10 @@ def _run(args: argparse.Namespace) -> int:
         req.stage2_prompt, req.prompt_cache = args.stage2_prompt, args.prompt_cache
         req.warmup, req.repeat = args.warmup, args.repeat
         req.refiner, req.adapter, req.ltx_vae = args.refiner, args.adapter, args.ltx_vae
+        from runtime.attention import parse_taus
+
+        req.attention, req.sol_taus = args.attention, parse_taus(args.sol_tau)
+        req.sol_dense_layers, req.sol_block = args.sol_dense_layers, args.sol_block
         if not req.two_stage and any((args.refiner, args.adapter, args.ltx_vae)):
             raise ValueError("--refiner, --adapter and --ltx-vae are stage-2 components: add --two-stage")
         if not req.two_stage and (args.warmup or args.repeat != 1):
@@ -164,6 +190,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     if args.dry_run:
         info = {"route": "two-stage" if req.two_stage else "stage 1 only", "plan": plan.to_json(),
+                "attention": attention_config(req).to_json(),
                 "schedule": pick_schedule(req).to_json()}
         if req.two_stage:
             from runtime.refiner import SIGMAS

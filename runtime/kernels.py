@@ -69,6 +69,9 @@ class Kernels:
             target = t.name if t else None
         self.mode, self.root, self.target, self._env = mode, root, target, env
         self._cache: dict[tuple, Choice] = {}
+        from runtime.attention import Attention
+
+        self.attention = Attention(kernels=self)     # the run's attention (runtime/attention.py); dense by default
 
     @property
     def env(self) -> dict[str, Any]:
@@ -93,7 +96,17 @@ class Kernels:
         choice.calls += 1
         return choice.fn(*args)
 
-    def _resolve(self, op: str, dims: dict[str, int], key: tuple) -> Choice:
+    def call_or(self, op: str, fallback: Callable[..., Any], *args: Any) -> Any:
+        """As ``call``, but where no verified kernel serves these dims ``fallback`` runs instead of the op group's
+        reference (attention: the reference is an fp32 loop; the incumbent the runtime falls back to is SDPA)."""
+        dims = op_dims(op, args)
+        key = (op, tuple(sorted(dims.items())))
+        choice = self._cache.get(key) or self._resolve(op, dims, key, fallback)
+        choice.calls += 1
+        return choice.fn(*args)
+
+    def _resolve(self, op: str, dims: dict[str, int], key: tuple, fallback: Callable[..., Any] | None = None
+                 ) -> Choice:
         reference = refs.get_op_group(op).reference
         kernel, fn, level, chash = "reference", reference, logging.INFO, None
         if self.mode == "reference":
@@ -107,6 +120,8 @@ class Kernels:
                     why, level = f"{vk.path.name} failed to load ({e!r})", logging.WARNING
             elif why.startswith(("refused", "lock entry unusable")):
                 level = logging.WARNING
+        if kernel == "reference" and fallback is not None:
+            kernel, fn = getattr(fallback, "__name__", "fallback"), fallback
         choice = Choice(op, dims, kernel, why, fn, chash)
         self._cache[key] = choice
         log.log(level, "%s %s -> %s (%s)", op, " ".join(f"{k}={v}" for k, v in dims.items()), kernel, why)

@@ -3,7 +3,6 @@ embedding. Fused ops run through ``runtime.kernels.Kernels``; everything else is
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -11,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rsi.refs.modulate import rms_norm
-from runtime.attention import attend
+from runtime import attention
 from runtime.config import DiTConfig
 
 BF16, FP32 = torch.bfloat16, torch.float32
@@ -50,18 +49,10 @@ class Rope(nn.Module):
 
 
 def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int]) -> torch.Tensor:
-    """Varlen non-causal attention over documents ``[bounds[i], bounds[i+1])`` through runtime.attention.attend.
-
-    q, k, v: [S, NH, D] (v may be a strided view of qkv) -> [S, NH * D]. The used rows are one document and the
-    pad rows their own, exactly as cu_seqlens = [0, used, S]: two SDPA calls, no mask, no cross-talk.
-    """
-    S, NH, D = q.shape
-    out = q.new_empty(S, NH, D)
-    for a, b in itertools.pairwise(bounds):
-        if b > a:
-            o = attend(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
-            out[a:b] = o[0].transpose(0, 1)                                                  # [n, NH, D]
-    return out.view(S, NH * D)
+    """Dense varlen non-causal attention over documents ``[bounds[i], bounds[i+1])`` (SDPA per document,
+    runtime.attention.sdpa_documents): q, k, v [S, NH, D] (v may be a strided view of qkv) -> [S, NH * D]."""
+    cu = torch.tensor(bounds, dtype=torch.int32, device=q.device)
+    return attention.sdpa_documents(q, k, v, cu).view(q.shape[0], -1)
 
 
 class Attention(nn.Module):
@@ -83,7 +74,9 @@ class Attention(nn.Module):
         qkv = self.qkv_proj(h)                                                                # [S, 3 * NH * 128]
         q, k = kernels.call("qk_norm_rope", qkv, self.q_norm.weight, self.k_norm.weight, rope)  # [S, NH, 128]
         v = qkv[:, 2 * self.inner:].view(S, self.heads, self.head_dim)
-        return self.out_proj(sdpa_documents(q, k, v, bounds))                                 # [S, H]
+        attn = getattr(kernels, "attention", None)           # runtime.attention.Attention: the run's mode and timing
+        o = attn.self_attn(q, k, v, bounds) if attn is not None else sdpa_documents(q, k, v, bounds)
+        return self.out_proj(o)                                                               # [S, H]
 
 
 class MLP(nn.Module):

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 
 from runtime.adaln import AdaLNCache
+from runtime.attention import Attention
+from runtime.attention import describe as describe_attention
 from runtime.checkpoint import load_dit, transformer_dir
 from runtime.config import RuntimeConfig, get_config
 from runtime.kernels import Kernels, lock_sha256
@@ -36,7 +38,14 @@ from runtime.packing import (  # noqa: F401
     unpatchify_video,
 )
 from runtime.release import video_vae_stats
-from runtime.request import TEXT_ENCODERS, Request, pick_schedule, resolve_device, validate  # noqa: F401 (API)
+from runtime.request import (  # noqa: F401 (API)
+    TEXT_ENCODERS,
+    Request,
+    attention_config,
+    pick_schedule,
+    resolve_device,
+    validate,
+)
 from runtime.sampler import VIDEO_COND_AUG, Schedule, condition_noise, euler_step, initial_noise
 from runtime.text import make_text_encoder
 from runtime.vae import KINDS, VAEDecoder, build_decoder, set_latent_stats, vae_folder
@@ -153,14 +162,17 @@ def denoise(model: H3DiT, text_h: torch.Tensor, seq, rope: torch.Tensor, cache: 
     cond = None if not cond_latents else condition_noise(cond_latents, seed, VIDEO_COND_AUG).to(device)
     vz, a = initial_noise(plan.latent_shape, plan.audio_rows, AUDIO_CH, seed)
     v, a = patchify_video(vz).to(device), a.to(device)                                      # [V, 96], [A, 32]
+    attn = kernels.attention                   # runtime.attention: the denoising blocks attend in --attention's class
     for k in range(schedule.steps):
         t0 = time.perf_counter()
+        attn.at("stage1", step=k)
         with timer("denoise_steps") if timer else _null():
             vv, va = model(v, a, text_h, seq, rope, cache[k], kernels, cond=cond)
             v = euler_step(v, vv, schedule.video[k], schedule.video[k + 1])
             a = euler_step(a, va, schedule.audio[k], schedule.audio[k + 1])
         if on_step:
             on_step(k, time.perf_counter() - t0)
+    attn.at("other")
     if not (torch.isfinite(v).all() and torch.isfinite(a).all()):
         raise FloatingPointError("non-finite latents after denoising")
     return unpatchify_video(v, plan), unpack_audio(a)
@@ -253,6 +265,7 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     cfg = get_config(req.config)
     schedule = pick_schedule(req)
     kernels = Kernels(req.kernels, root=req.root)
+    kernels.attention = Attention(attention_config(req), kernels)
     timer = Timer(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -300,6 +313,8 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
         notes.append(f"random weights: {', '.join(random_parts)}; "
                      + ("only the DiT is loaded from --weights, so " if req.weights else "")
                      + "the output is noise")
+    timer.stages["attention"] = kernels.attention.report()
+    notes.append("attention: " + describe_attention(kernels.attention.cfg))
     return Result(
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
         timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
@@ -321,6 +336,20 @@ def summary_rows(res: Result) -> list[tuple[str, str]]:
     for i, s in enumerate(t.get("denoise_steps", [])):
         rows.append((f"denoise step {i + 1}", f"{s:.3f}"))
     rows += [(k, f"{t[k]:.3f}") for k in ("denoise", "decode_video", "decode_audio", "mux") if k in t]
+    rows += attention_rows(t)
+    return rows
+
+
+def attention_rows(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """Attention seconds per stage (runtime.attention: CUDA events or the host clock), part of the stage rows."""
+    a = t.get("attention") or {}
+    names = {"stage1": "stage 1 (H3 denoising)", "stage2": "stage 2 (refiner)", "other": "outside the denoising loops"}
+    mode = a.get("mode", "dense")
+    label = {"stage1": "fp8" if mode == "fp8" else "dense", "stage2": mode}   # sol: only the refiner's
+    rows = [(f"  attention, {names.get(k, k)} ({label.get(k, 'dense')})", f"{v:.3f}")
+            for k, v in sorted(a.get("seconds", {}).items())]
+    for step, d in a.get("density_per_step", {}).items():
+        rows.append((f"  sol density, refiner step {int(step) + 1}", f"{d:.3f}"))
     return rows
 
 

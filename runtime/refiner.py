@@ -6,7 +6,8 @@ parameters); this module runs its forward with our own block loop so that
   ``ltx_gate_residual_modulate``, ``ltx_qk_norm_rope``, ``gelu_tanh``), resolved per shape to a verified kernel
   or the reference;
   each block's closing gated residual is fused with the next block's norm1 modulation, as in the H3 blocks;
-- every attention call goes through ``runtime.attention.attend``;
+- every attention call goes through the run's ``runtime.attention.Attention`` (``kernels.attention``): the
+  video self-attention may run Sol-Attn (``--attention sol``), self-attention FP8 (``--attention fp8``);
 - the text cross-attention K/V (the prompt context does not change across steps) are computed once per request
   (``RefinerState.text_kv``: the reference-KV cache), not once per step.
 
@@ -35,7 +36,6 @@ from diffusers import LTX2VideoTransformer3DModel
 from diffusers.models.transformers.transformer_ltx2 import apply_interleaved_rotary_emb, apply_split_rotary_emb
 
 from runtime import diffusers_folder
-from runtime.attention import attend
 from runtime.checkpoint import CheckpointError
 from runtime.model import init_random_
 
@@ -176,6 +176,7 @@ class Refiner:
         h = self._mod(x, mods[0]["v"][1], mods[0]["v"][0])
         ha = self._mod(a, mods[0]["a"][1], mods[0]["a"][0])
         for i, blk in enumerate(blocks):
+            self.k.attention.at(layer=i)
             nxt = mods[i + 1] if i + 1 < len(blocks) else None
             x, a, h, ha = self._block(blk, x, a, h, ha, mods[i], nxt, st, st.text_kv[i])
         out = self._final(x, m.scale_shift_table, te["emb"], m.norm_out, m.proj_out)
@@ -212,7 +213,7 @@ class Refiner:
         """diffusers FeedForward (GELU(proj, tanh) -> dropout -> Linear) with the activation through ``gelu_tanh``."""
         return ff.net[2](self.k.call("gelu_tanh", ff.net[0].proj(h)))
 
-    def _attn(self, attn, hq, hkv=None, rope=None, krope=None, kv=None):
+    def _attn(self, attn, hq, hkv=None, rope=None, krope=None, kv=None, sparse=False):
         """diffusers' LTX2AudioVideoAttnProcessor on 2-D rows; QK-norm + RoPE of self-attention through the
         ``ltx_qk_norm_rope`` op, cross-modal RoPE and norm-only paths in torch as diffusers does them."""
         q = attn.to_q(hq)
@@ -232,8 +233,13 @@ class Refiner:
                     q = apply(q[None], rope)[0]
                     k = apply(k[None], krope or rope)[0]
         H = attn.heads
-        o = attend(*(t.unflatten(-1, (H, -1)).transpose(0, 1)[None] for t in (q, k, v)))  # [1, H, S, d]
-        return attn.to_out[0](o[0].transpose(0, 1).flatten(1).to(q.dtype))
+        if kv is None and hkv is None:                       # self-attention: one document
+            o = self.k.attention.self_attn(*(t.unflatten(-1, (H, -1)) for t in (q, k, v)), [0, q.shape[0]],
+                                           sparse=sparse)                                     # [S, H * d]
+        else:
+            o = self.k.attention.cross(*(t.unflatten(-1, (H, -1)).transpose(0, 1)[None] for t in (q, k, v)))
+            o = o[0].transpose(0, 1).flatten(1)                                                # [S, H * d]
+        return attn.to_out[0](o.to(q.dtype))
 
     def _block(self, blk, x, a, h, ha, md, nxt, st: RefinerState, text_kv):
         """One LTX-2.0 block in diffusers' order; ``h``/``ha`` are this block's norm1-modulated inputs (fused into
@@ -242,7 +248,7 @@ class Refiner:
         _ash, asc, ag_msa, ash_mlp, asc_mlp, ag_mlp = md["a"]
         zero, azero = torch.zeros_like(sc), torch.zeros_like(asc)
         # 1. self-attention, then the gated residual fused with norm2 (no modulation in LTX-2.0)
-        x, n2 = self._grm(x, self._attn(blk.attn1, h, rope=st.rope), g_msa, zero, zero)
+        x, n2 = self._grm(x, self._attn(blk.attn1, h, rope=st.rope, sparse=True), g_msa, zero, zero)
         a, an2 = self._grm(a, self._attn(blk.audio_attn1, ha, rope=st.audio_rope), ag_msa, azero, azero)
         # 2. text cross-attention (ungated residual) with the cached K/V
         x = x + self._attn(blk.attn2, n2, kv=(text_kv[0], text_kv[1]))
@@ -266,19 +272,25 @@ class Refiner:
 
 
 def refine(refiner: Refiner, z: torch.Tensor, audio: torch.Tensor, st: RefinerState, seed: int,
-           sigmas=SIGMAS, timer=None, on_step=None) -> tuple[torch.Tensor, torch.Tensor]:
+           sigmas=SIGMAS, timer=None, on_step=None, trace: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """z: LTX latent [1, 128, F, H, W] (the adapter's output), audio: packed audio latents [1, Na, 128] (noise).
     Noised to sigma_0 from a CPU generator (seed + 2), then len(sigmas) - 1 Euler updates. fp32 in and out.
-    ``timer``: a runtime.pipeline.Timer; each update is appended to its ``stage2_steps`` list."""
+    ``timer``: a runtime.pipeline.Timer; each update is appended to its ``stage2_steps`` list. ``trace``: the
+    video latent [1, 128, F, H, W] after each update is appended to it (runtime/attention_quality.py)."""
     g = torch.Generator().manual_seed(seed + 2)
     eps = torch.randn(z.shape, generator=g).to(z.device)
     x = pack_video(sigmas[0] * eps + (1 - sigmas[0]) * z.float())
     a = audio.float()
+    attn = refiner.k.attention
     for i, (s, s2) in enumerate(itertools.pairwise(sigmas)):
         t0 = time.perf_counter()
+        attn.at("stage2", step=i)
         with timer("stage2_steps") if timer else nullcontext():
             v, va = refiner.forward(x, a, s, st)
             x, a = x + (s2 - s) * v, a + (s2 - s) * va
         if on_step:
             on_step(i, time.perf_counter() - t0)
+        if trace is not None:
+            trace.append(unpack_video(x, tuple(z.shape)).clone())
+    attn.at("other")
     return unpack_video(x, tuple(z.shape)), a

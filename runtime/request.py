@@ -60,6 +60,10 @@ class Request:
     refiner: str | None = None      # diffusers LTX2VideoTransformer3DModel folder (else random weights)
     adapter: str | None = None      # h3_ltx_adapter_safetensors_v1 file or folder (else random weights)
     ltx_vae: str | None = None      # diffusers AutoencoderKLLTX2Video folder (else random weights)
+    attention: str = "dense"        # dense | fp8 | sol (runtime/attention.py)
+    sol_taus: tuple[float, ...] = (1.0, 1.25, 1.5)   # sol: threshold per refiner update (the last holds after)
+    sol_dense_layers: int | None = None   # sol: refiner layers kept dense (None: 2 on full, 1 on tiny)
+    sol_block: int | None = None    # sol: selection block (None: 128, the sol_attn op group's; 8 on tiny)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,6 +87,24 @@ def _writable(flag: str, value: str, suffix: str | None = None) -> None:
         raise RequestError(f"{flag} {value}: not writable")
 
 
+def attention_config(req: Request):
+    """The run's runtime.attention.AttentionConfig (ValueError naming the flag when a value is bad)."""
+    from runtime.attention import AttentionConfig
+
+    return AttentionConfig(req.attention, tuple(req.sol_taus), sol_default(req.sol_dense_layers, "dense_layers",
+                                                                           req.config),
+                           sol_default(req.sol_block, "block", req.config))
+
+
+SOL_DEFAULTS = {"dense_layers": {"full": 2, "tiny": 1}, "block": {"full": 128, "tiny": 8}}
+
+
+def sol_default(value: int | None, key: str, config: str) -> int:
+    """Sol-Attn settings left unset: the full model's (2 dense layers, 128-row blocks), or the tiny model's (its
+    refiner has 2 layers and a few hundred rows: 1 dense layer, 8-row blocks)."""
+    return SOL_DEFAULTS[key].get(config, SOL_DEFAULTS[key]["full"]) if value is None else value
+
+
 def validate(req: Request) -> ShapePlan:
     """Every check, before any work: a bad request fails here with RequestError (exit 2 in the CLI)."""
     if not req.prompt.strip():
@@ -94,6 +116,13 @@ def validate(req: Request) -> ShapePlan:
                                  ("--lora-qkv-layout", req.lora_qkv_layout, QKV_LAYOUTS)):
         if value not in allowed:
             raise RequestError(f"{flag} {value!r}: use one of {', '.join(allowed)}")
+    try:
+        attention_config(req)
+    except ValueError as e:
+        raise RequestError(str(e)) from None
+    if req.attention == "sol" and not req.two_stage:
+        raise RequestError("--attention sol sparsifies the LTX-2 refiner's video self-attention (stage 2): add "
+                           "--two-stage (the default at 1344x768)")
     if req.steps is not None and not 1 <= req.steps <= 200:
         raise RequestError(f"--steps {req.steps}: use 1..200 (4 = FastH3 schedule, 49 = the base schedule)")
     if req.schedule == "fasth3" and req.steps not in (None, 4):

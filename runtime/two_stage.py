@@ -25,14 +25,25 @@ import torch
 
 from runtime.adaln import AdaLNCache
 from runtime.adapter import AdapterConfig, build_adapter, load_adapter_checkpoint
+from runtime.attention import Attention
 from runtime.attention import describe as attention_backend
 from runtime.config import get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.packing import ShapePlan, build_sequence, plan_request
-from runtime.pipeline import PARTS, Result, Timer, build_model, denoise, peak_memory, run_env, weights_report
+from runtime.pipeline import (
+    PARTS,
+    Result,
+    Timer,
+    attention_rows,
+    build_model,
+    denoise,
+    peak_memory,
+    run_env,
+    weights_report,
+)
 from runtime.prompt_cache import stage2_context
 from runtime.refiner import SIGMAS, Refiner, build_refiner, refine
-from runtime.request import Request, pick_schedule
+from runtime.request import Request, attention_config, pick_schedule
 from runtime.text import make_text_encoder
 from runtime.upscaler import UpscalerConfig, build_upscaler
 from runtime.vae import build_decoder, build_ltx_vae, decode_ltx, vae_folder
@@ -65,6 +76,7 @@ class TwoStage:
         self.p1 = draft_plan(plan)
         cfg = get_config(req.config)
         self.cfg, self.kernels = cfg, Kernels(req.kernels, root=req.root)
+        self.kernels.attention = Attention(attention_config(req), self.kernels)
         self.schedule = pick_schedule(req)
         with timer("build_text_encoder"):
             self.encoder = make_text_encoder(req.text_encoder, cfg, device, req.seed)
@@ -110,6 +122,7 @@ class TwoStage:
                 ) -> dict[str, Any]:
         """One request end to end (``steps1``/``steps2`` truncate the schedules: the warm-up's one forward each)."""
         req, p, dev = self.req, self.plan, self.device
+        self.kernels.attention.reset()
         with timer("text"):
             cond = self.encoder.encode(req.prompt)
         if cond.shape[0] != self.text_len:
@@ -156,7 +169,7 @@ class TwoStage:
                                 check=lambda tmp: check_mp4(tmp, frames.shape[0], p.fps, wave.shape[1] / sr,
                                                             name=req.out, source=frames))
         return {"frames": frames, "wave": wave, "z_draft": zv, "z_audio": za, "z_upscaled": z2, "z_ltx": zl,
-                "z_refined": zr, "mp4": mp4, "stage2_context": ctx_info}
+                "z_refined": zr, "mp4": mp4, "stage2_context": ctx_info, "attention": self.kernels.attention.report()}
 
 
 def _truncate(schedule, steps: int):
@@ -200,6 +213,7 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
         rt.stages["request_total"] = request_total(rt.stages)
         rt.stages["request_total_no_mux"] = rt.stages["request_total"] - rt.stages.get("mux", 0.0)
         rt.stages["stage2_context_hit"] = out["stage2_context"]["hit"]
+        rt.stages["attention"] = out["attention"]
         runs.append(rt.stages)
         progress(f"request {i + 1}/{req.repeat}: {rt.stages['request_total']:.3f} s")
     steady = dict(runs[-1])
@@ -221,7 +235,7 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
     ctx = out["stage2_context"]
     notes = [(f"two-stage route: H3 draft at {ts.p1.width}x{ts.p1.height} -> x2 upscaler -> H3->LTX adapter -> "
               f"LTX-2 refiner ({len(SIGMAS) - 1} updates) -> LTX-2 VAE; H3 audio muxed"),
-             "attention: " + attention_backend(),
+             "attention: " + attention_backend(ts.kernels.attention.cfg),
              (f"stage-2 prompt context: {ctx['kind']} ({'cache hit' if ctx['hit'] else 'made and cached'} at "
               f"{ctx['path']}); UNTRAINED stand-in for Gemma-3"),
              ("stage-2 audio stream: seeded noise at sigma_0 (no LTX audio VAE encode); its output is discarded, the "
@@ -273,6 +287,7 @@ def summary_rows(res: Result) -> list[tuple[str, str]]:
                 rows.append((f"{k} step {i + 1}", f"{s:.3f}"))
         if k in t:
             rows.append((k, f"{t[k]:.3f}"))
+    rows += attention_rows(t)
     rows.append(("request total (steady state, sum of the stages)", f"{t['request_total']:.3f}"))
     rows.append(("  of which generation (all but mux)", f"{t['request_total_no_mux']:.3f}"))
     rows.append(("request wall time (stages + untimed glue)", f"{t['request_wall']:.3f}"))

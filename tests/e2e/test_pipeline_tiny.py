@@ -32,8 +32,11 @@ def test_tiny_pipeline_writes_valid_mp4(tmp_path):
     t = res.timings_s
     assert len(t["denoise_steps"]) == 4 and all(k in t for k in ("text", "decode_video", "decode_audio", "mux"))
     assert res.adaln["released_params"] == 2 * (128 * 18 * 256 + 18 * 256) + 128 * 512 + 512
-    assert {c["kernel"] for c in res.kernels} == {"reference"}
-    assert {c["op"] for c in res.kernels} == {"modulate", "gate_residual_modulate", "qk_norm_rope", "swiglu"}
+    assert {c["kernel"] for c in res.kernels if c["op"] != "attention"} == {"reference"}
+    assert {c["kernel"] for c in res.kernels if c["op"] == "attention"} == {"sdpa_documents"}   # the incumbent
+    assert {c["op"] for c in res.kernels} == {"modulate", "gate_residual_modulate", "qk_norm_rope", "swiglu",
+                                              "attention"}
+    assert t["attention"]["mode"] == "dense" and t["attention"]["seconds"]["stage1"] > 0
     assert res.schedule["name"] == "fasth3" and any("UNTRAINED" in n for n in res.notes)
     assert res.outputs["frames"].dtype.name == "uint8"
 
@@ -48,7 +51,9 @@ def test_cli_table_and_json(tmp_path, capsys):
     d = json.loads(out.with_suffix(".json").read_text())
     assert d["schedule"]["name"] == "base" and d["schedule"]["steps"] == 3 and len(d["timings_s"]["denoise_steps"]) == 3
     assert d["mp4"]["frames"] == 5 and d["memory"]["peak_gpu_gib"] is None
-    assert all(c["kernel"] == "reference" and "no GPU target" in c["why"] for c in d["kernels"])
+    assert all(c["kernel"] == ("sdpa_documents" if c["op"] == "attention" else "reference")
+               and "no GPU target" in c["why"] for c in d["kernels"])
+    assert "attention, stage 1 (H3 denoising) (dense)" in text
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -57,6 +62,8 @@ def test_cli_table_and_json(tmp_path, capsys):
     (["--weights", "/nonexistent/h3"], "does not exist"), (["--lora", "/nonexistent.safetensors"], "does not exist"),
     (["--steps", "3", "--schedule", "fasth3"], "fasth3"), (["--prompt", " "], "empty"),
     (["--config", "full", "--device", "cpu"], "needs a CUDA GPU"), (["--out", "/tmp/x.avi"], ".mp4"),
+    (["--attention", "sol", "--stage1-only"], "add --two-stage"), (["--sol-tau", "1,x", "--two-stage"], "--sol-tau"),
+    (["--attention", "sol", "--two-stage", "--resolution", "64x64", "--sol-dense-layers", "-1"], "--sol-dense-layers"),
 ])
 def test_cli_usage_errors_before_any_work(tmp_path, capsys, args, msg):
     out = tmp_path / "x.mp4"
