@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -108,6 +109,32 @@ class Approximate:
 
 ToleranceClass = Bitwise | Tolerance | Approximate
 
+# the bounds of the approximate class that a search space may tighten, and the direction that is tighter
+TIGHTENABLE = {"max_rel_l2": "lower", "min_cosine": "higher", "max_abs_frac": "lower"}
+
+
+def tighten(tol: ToleranceClass, bounds: Mapping[str, float]) -> Approximate:
+    """The op group's approximate class with some bounds tightened (a search space's ``[<op>.approximate]`` table).
+
+    Raises ValueError where the class is not approximate, a key is not one of ``TIGHTENABLE``, a value is not a
+    finite number, or a value would loosen the op group's bound: a space may make the judge stricter, never laxer.
+    """
+    if not isinstance(tol, Approximate):
+        raise ValueError(f"only an approximate class can be tightened; this op group's class is {tol.name!r}")  # noqa: TRY004 - a config error
+    new: dict[str, float] = {}
+    for key, value in bounds.items():
+        if key not in TIGHTENABLE:
+            raise ValueError(f"unknown approximate bound {key!r}; known: {', '.join(TIGHTENABLE)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"approximate bound {key} = {value!r} is not a finite number")
+        base = getattr(tol, key)
+        looser = value > base if TIGHTENABLE[key] == "lower" else value < base
+        if looser:
+            raise ValueError(f"approximate bound {key} = {value} loosens the op group's {base}; a search space may "
+                             f"only tighten it ({'<=' if TIGHTENABLE[key] == 'lower' else '>='} {base})")
+        new[key] = float(value)
+    return replace(tol, **new)
+
 
 # ------------------------------------------------------------------------------------------------------ shapes
 @dataclass(frozen=True)
@@ -136,6 +163,32 @@ class SpecialCase:
     nonfinite: bool = False
     # input positions that get NaN but no +-Inf (documented per op group where 0 * Inf would judge rounding)
     nan_only: tuple[int, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------------ baselines
+# names the timing loops already give their own entries (rsi.harness.judge, rsi.bench): a baseline may not take one
+RESERVED_TIMING_NAMES = frozenset({"candidate", "best", "aa", "eager", "compile", "copy", "liger", "verified",
+                                   "verified_aa"})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """An incumbent: an implementation the runtime could use instead of a kernel (an SDPA backend, FlexAttention).
+
+    ``fn(*prepare(*inputs))`` returns the reference's outputs for the op group's inputs; ``prepare`` (None: the
+    inputs as they are) runs outside the timed call and gives ``fn`` what the runtime holds before the call (e.g.
+    document bounds as a host list, a block mask). The judge checks each baseline once per shape against the
+    reference under the op group's class, times the ones that pass beside the candidate and records the others
+    with their reason; promotion requires beating every one that was timed (``rsi.search.promote``).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    prepare: Callable[..., tuple] | None = None
+
+    def args(self, inputs: Sequence[Any]) -> tuple:
+        """fn's arguments for one set of the op group's inputs."""
+        return tuple(inputs) if self.prepare is None else tuple(self.prepare(*inputs))
 
 
 # ------------------------------------------------------------------------------------------------------ op group
@@ -171,6 +224,10 @@ class OpGroup:
     * ``dims_of(args)``: the Shape dims of one call (the runtime's dispatch key), the inverse of make_inputs.
     * ``fake`` and ``schema``: the meta implementation (contiguous outputs of the reference's shapes and dtypes) and
       the torch custom-op schema (argument names are ``input_names``), used by ``rsi.ops_library``.
+    * ``baselines``: the incumbents (:class:`Baseline`) where the reference is not what the runtime runs (attention:
+      the fp32 reference vs the SDPA backends and FlexAttention). On CUDA the judge times each one that passes its
+      check beside the candidate, and a candidate must beat every one of them to be promoted; empty: eager and
+      torch.compile of the reference are the incumbents.
     """
 
     name: str
@@ -199,12 +256,20 @@ class OpGroup:
     dims_of: Callable[[tuple], dict[str, int]] | None = None  # call args -> Shape dims
     fake: Callable[..., Any] | None = None  # meta implementation for torch.library
     schema: str = ""                        # torch custom-op schema "(Tensor x, ...) -> Tensor"
+    baselines: Sequence[Baseline] = ()      # incumbents timed beside the candidate and to be beaten (CUDA)
+
+    def __post_init__(self) -> None:
+        names = [b.name for b in self.baselines]
+        clash = sorted(set(names) & RESERVED_TIMING_NAMES)
+        if clash or len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: baseline names must be unique and not one of the timing loop's own "
+                             f"({', '.join(sorted(RESERVED_TIMING_NAMES))}); got {names}")
 
     def describe(self) -> dict[str, Any]:
         return {"op": self.name, "tolerance": self.tolerance.describe(),
                 "shapes": [s.to_json() for s in self.shapes], "noncontiguous_inputs": list(self.noncontiguous_inputs),
                 "n_layouts": self.n_layouts, "huge_shapes": [s.to_json() for s in self.huge_shapes],
-                "special_inputs": list(self.special_inputs)}
+                "special_inputs": list(self.special_inputs), "baselines": [b.name for b in self.baselines]}
 
 
 # ----------------------------------------------------------------------------------------------- candidates

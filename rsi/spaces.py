@@ -2,6 +2,11 @@
 
 The same predicates prune the offline proposer's samples and the exhaustive enumeration (quack's rule: one source
 of truth), and the analytical heuristics that seed a search are named in the TOML and defined here.
+
+An op group whose class is approximate may be judged more strictly in a search than its contract requires: a
+``[<op>.approximate]`` table (keys ``max_rel_l2``, ``min_cosine``, ``max_abs_frac``) tightens those bounds. It is
+checked against the op group's class when the space is loaded (``rsi.contract.tighten``): a looser value, an unknown
+key or a table for an op group that is not approximate is refused there with the reason.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 import itertools
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +179,7 @@ class Space:
     buckets: tuple[str, ...]
     heuristic_name: str
     sha256: str
+    approximate: dict[str, float] = field(default_factory=dict)  # tightened approximate bounds (module docstring)
 
     def valid(self, config: Config) -> tuple[bool, str]:
         for name in self.predicates:
@@ -217,9 +223,18 @@ def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
             raise ValueError(f"{path}: unknown predicate {p!r}; known: {', '.join(PREDICATES)}")
     if t.get("heuristic") not in HEURISTICS:
         raise ValueError(f"{path}: unknown heuristic {t.get('heuristic')!r}")
+    approximate = dict(t.get("approximate", {}))
+    if approximate:
+        from rsi.contract import tighten
+        from rsi.refs import get_op_group
+
+        try:
+            tighten(get_op_group(op).tolerance, approximate)
+        except ValueError as e:
+            raise ValueError(f"{path}: [{op}.approximate]: {e}") from None
     return Space(op=op, template=t["template"], axes={k: list(v) for k, v in t["axes"].items()},
                  predicates=tuple(t.get("predicates", [])), buckets=tuple(t.get("buckets", [])),
-                 heuristic_name=t["heuristic"], sha256=hashlib.sha256(raw).hexdigest())
+                 heuristic_name=t["heuristic"], sha256=hashlib.sha256(raw).hexdigest(), approximate=approximate)
 
 
 def template_source(name: str) -> str:
