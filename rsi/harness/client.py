@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from rsi.contract import Candidate, OpGroup, Tolerance
+from rsi.contract import Candidate, OpGroup, ToleranceClass
 from rsi.harness import check, jail
 from rsi.harness import protocol as P
 from rsi.harness.producer import ALIGN, GUARD
@@ -235,9 +235,11 @@ class RemoteEntry:
     generator the producer never sees, whether to compare that call's outputs with the reference."""
 
     def __init__(self, name, client: ProducerClient, input_ids: list[int], arenas: Arenas, expected, op: OpGroup,
-                 secret: random.Random, fraction: float):
-        """``expected``: (reference outputs per input set, the judge's private input sets), or None (not checked)."""
+                 secret: random.Random, fraction: float, tol: ToleranceClass | None = None):
+        """``expected``: (reference outputs per input set, the judge's private input sets), or None (not checked);
+        ``tol``: the class the outputs are compared under (None: the op group's)."""
         self.name, self.client, self.ids, self.arenas, self.op = name, client, input_ids, arenas, op
+        self.tol = op.tolerance if tol is None else tol
         self.refs, self.private = expected if expected is not None else (None, None)
         self._oracles: dict[int, tuple] = {}
         self.secret, self.fraction = secret, fraction
@@ -270,7 +272,7 @@ class RemoteEntry:
                 raise StageError("timing", f"a timed call: {bad}")
             oracles, scales = self._oracle(set_index)
             for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
-                ok, _, why = check.compare(o, r, orc, self.op.tolerance, term_scale=sc)
+                ok, _, why = check.compare(o, r, orc, self.tol, term_scale=sc)
                 if not ok:
                     raise StageError("timing", f"a timed call's output {i} is wrong ({why}): the kernel behaves "
                                                f"differently when timed")
@@ -281,8 +283,7 @@ class RemoteEntry:
         if set_index not in self._oracles:
             n = len(self.refs[set_index])
             inputs = self.private[set_index]
-            oracles = check.as_tuple(self.op.oracle(*inputs)) if isinstance(self.op.tolerance, Tolerance) \
-                else (None,) * n
+            oracles = check.as_tuple(self.op.oracle(*inputs)) if check.needs_oracle(self.tol) else (None,) * n
             self._oracles[set_index] = (oracles, check.term_scales(self.op, inputs, n))
         return self._oracles[set_index]
 

@@ -6,6 +6,8 @@ Each candidate runs in a fresh producer process (``rsi.harness.producer``) insid
 the outputs against the reference, the guard bands and the whole storage of every input. Timing interleaves the
 candidate's producer, the locked kernel's producer and the judge's own baselines in lockstep
 (``rsi.harness.timing.interleave``); a random sample of the timed calls, chosen after each call, is compared too.
+The judge's baselines are eager, torch.compile of the reference, a copy of the same bytes and the op group's
+incumbents (``OpGroup.baselines``), each incumbent checked once per shape first (``rsi.harness.incumbents``).
 
 Stages, fail closed: static -> compile -> correctness -> timing -> physics. The verdict starts rejected.
 """
@@ -23,8 +25,8 @@ from typing import Any, Self
 
 import torch
 
-from rsi.contract import ACCEPT, Approximate, Candidate, OpGroup, Shape, Tolerance, Verdict
-from rsi.harness import check, jail
+from rsi.contract import ACCEPT, Candidate, OpGroup, Shape, ToleranceClass, Verdict, tighten
+from rsi.harness import check, incumbents, jail
 from rsi.harness import protocol as P
 from rsi.harness.client import (
     AliasEntry,
@@ -57,6 +59,9 @@ class JudgeOptions:
     skip_static: bool = False                   # tests only: prove the run-time defences stand alone
     target: str | None = None                   # GPU target whose peaks the physics gate uses
     measure: bool = True                        # False: correctness only, also on CUDA (GPU suite)
+    # op -> bounds of its approximate class tightened by the search space ([<op>.approximate], rsi.spaces); checked
+    # with rsi.contract.tighten when the judge is made (a looser bound raises there)
+    approximate: dict[str, dict[str, float]] = field(default_factory=dict)
     timing: dict[str, Any] = field(default_factory=lambda: {"warmup": 5, "reps": 40, "input_sets": 2})
 
 
@@ -76,6 +81,9 @@ class Judge:
         self.scratch_root = tempfile.mkdtemp(prefix="rsi-judge-")
         self.mem = SharedMemory(self.device)
         self._compiled: dict[str, Callable] = {}
+        self._vetted: dict[tuple[str, str], tuple[list, dict]] = {}  # (op, shape key) -> incumbents.vet's result
+        self.tolerances = {name: tighten(get_op_group(name).tolerance, bounds)
+                           for name, bounds in self.opt.approximate.items()}
         self.copy_bw: dict[str, float] | None = None
         self._ids = 0
 
@@ -87,6 +95,10 @@ class Judge:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def tolerance_of(self, op: OpGroup) -> ToleranceClass:
+        """The class candidates of ``op`` are judged by: the op group's, or its search space's tightened one."""
+        return self.tolerances.get(op.name, op.tolerance)
 
     def _id(self) -> int:
         self._ids += 2
@@ -102,7 +114,8 @@ class Judge:
         t_start = time.perf_counter()
         op = get_op_group(cand.op)
         v = Verdict(candidate=cand.hash)
-        v.tolerance = op.tolerance.describe()
+        tol = self.tolerance_of(op)
+        v.tolerance = tol.describe()
         v.details["judge"] = self.describe()
         clients: list[ProducerClient] = []
         try:
@@ -118,7 +131,7 @@ class Judge:
             clients.append(client)
             corr = self.correctness(op, client)
             v.details["correctness"] = corr
-            v.tolerance = {**op.tolerance.describe(), "observed": corr["observed"], "deterministic": True}
+            v.tolerance = {**tol.describe(), "observed": corr["observed"], "deterministic": True}
             if self.opt.backend == "cuda" and self.opt.measure:
                 best_client = None
                 if best is not None:
@@ -131,6 +144,9 @@ class Judge:
                 t0 = time.perf_counter()
                 rows, checked = self.timing(op, client, best_client)
                 v.timings = rows
+                if op.baselines:
+                    v.details["incumbents"] = {s.name: self._vetted[(op.name, s.key())][1] for s in op.shapes
+                                               if (op.name, s.key()) in self._vetted}
                 v.details["timing_wall_s"] = time.perf_counter() - t0
                 v.details["timed_outputs_checked"] = checked
                 v.details["copy_bw"] = self.copy_bw
@@ -205,6 +221,7 @@ class Judge:
 
     def correctness(self, op: OpGroup, client: ProducerClient) -> dict[str, Any]:
         per: dict[str, list[dict[str, float]]] = {"seeds": [], "special": []}
+        tol = self.tolerance_of(op)
         gen = torch.Generator(device=self.device).manual_seed(self.run_seed)
         plan = self.trial_plan(op)
         n_calls = 3 if self.opt.backend == "cuda" else 2
@@ -228,8 +245,7 @@ class Judge:
                 client.request(P.INPUTS, {"id": in_id, "storages": sdescs, "tensors": idescs})
             shared_prev = (shape, layout, shared, in_id)
             refs = check.as_tuple(op.reference(*inputs))
-            oracles = check.as_tuple(op.oracle(*inputs)) if isinstance(op.tolerance, (Tolerance, Approximate)) \
-                else (None,) * len(refs)
+            oracles = check.as_tuple(op.oracle(*inputs)) if check.needs_oracle(tol) else (None,) * len(refs)
             scales = check.term_scales(op, inputs, len(refs))
             need = arena_bytes(refs)
             if arenas is None or arenas.nbytes != need:  # reused across the trials of one shape
@@ -263,7 +279,7 @@ class Judge:
                     raise StageError("correctness", f"{bad} at {where}")
                 if first is None:
                     for i, (o, r, orc, sc) in enumerate(zip(outs, refs, oracles, scales)):
-                        ok, stats, why = check.compare(o, r, orc, op.tolerance, term_scale=sc)
+                        ok, stats, why = check.compare(o, r, orc, tol, term_scale=sc)
                         if not ok:
                             raise StageError("correctness", f"{why} (output {i}) at {where}", {"error": stats})
                         per["seeds" if special is None else "special"].append(stats)
@@ -287,6 +303,27 @@ class Judge:
         if op.name not in self._compiled:
             self._compiled[op.name] = torch.compile(op.reference, dynamic=False)
         return self._compiled[op.name]
+
+    def _incumbents(self, op: OpGroup, shape: Shape, private: list[tuple], refs: list[tuple],
+                    flush: Callable[[], None]) -> list:
+        """Timing entries of the op group's incumbents at this shape: vetted once per shape and judge on the first
+        input set (``incumbents.vet``); one whose ``prepare`` raises on another set is dropped too, with the reason."""
+        from rsi.harness import timing as T
+
+        key = (op.name, shape.key())
+        if key not in self._vetted:
+            self._vetted[key] = incumbents.vet(op, self.tolerance_of(op), private[0], refs[0])
+        passed, report = self._vetted[key]
+        entries = []
+        for b in list(passed):
+            try:
+                sets = [b.args(s) for s in private]
+            except Exception as e:  # noqa: BLE001 - dropped and recorded, as in vet
+                report[b.name] = {"timed": False, "reason": f"prepare {incumbents._why(e)}"}
+                passed.remove(b)
+                continue
+            entries.append(T.LocalEntry(b.name, b.fn, sets, flush))
+        return entries
 
     def timing(self, op: OpGroup, client: ProducerClient, best: ProducerClient | None) -> tuple[list, int]:
         from rsi.harness import timing as T
@@ -317,7 +354,7 @@ class Judge:
                     shared_sets.append(sh)
                 arenas = Arenas(self.mem, c, arena_bytes(refs[0]), gen, self._id())
                 ent = RemoteEntry(name, c, ids, arenas, (refs, private) if name == "candidate" else None, op,
-                                  self.secret, self.opt.check_fraction)
+                                  self.secret, self.opt.check_fraction, self.tolerance_of(op))
                 remote.append((ent, shared_sets))
             entries = [e for e, _ in remote]
             if remote:
@@ -325,6 +362,7 @@ class Judge:
             entries += [T.LocalEntry("eager", op.reference, private, flush),
                         T.LocalEntry("compile", self._compiled_reference(op), private, flush),
                         T.LocalEntry("copy", T.same_bytes_copy(nbytes, self.device), private, flush)]
+            entries += self._incumbents(op, shape, private, refs, flush)
             samples = T.interleave(entries, n_sets, warmup=int(params.get("warmup", 5)),
                                    reps=int(params.get("reps", 40)), sync_reps=int(params.get("sync_reps", 10)),
                                    seed=self.run_seed & 0xFFFF)

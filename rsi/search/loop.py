@@ -20,7 +20,7 @@ from rsi.contract import Candidate
 from rsi.harness.judge import Judge, JudgeOptions
 from rsi.refs import get_op_group, reference_source_sha256
 from rsi.search import promote
-from rsi.search.display import SearchDisplay
+from rsi.search.display import SearchDisplay, approximate_label
 from rsi.search.propose import OfflineProposer, Proposer, objective_of
 from rsi.spaces import load_space
 from rsi.store import Store
@@ -132,7 +132,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     seq = len(done)
     incumbent = _incumbent(opts)
     proposer = make_proposer(opts, store, run_id, space)
-    display = SearchDisplay(opts, run_id, space.buckets, quiet=opts.quiet)
+    display = SearchDisplay(opts, run_id, space.buckets, quiet=opts.quiet,
+                            incumbents=tuple(b.name for b in op.baselines))
     for e in done:
         display.add(e["seq"], e["verdict"], store.load_candidate(e["candidate"]), resumed=True)
     started = time.monotonic()
@@ -140,7 +141,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     status = "finished"
     judge = Judge(JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s, huge=opts.backend == "cuda",
                                unsafe_no_sandbox=opts.unsafe_no_sandbox, timing=dict(opts.timing),
-                               target=opts.target))
+                               target=opts.target,
+                               approximate={opts.op: dict(space.approximate)} if space.approximate else {}))
     display.note(f"judge: producer sandbox {judge.describe()['sandbox']}; seeds {list(judge.seeds)} (fresh per run)")
     try:
         with display:
@@ -188,7 +190,8 @@ def promotion_decision(opts: SearchOptions, space, cand, verdict: dict, incumben
         return None
     if incumbent is not None and cand.hash == incumbent.record["candidate_hash"]:
         return promote.Decision(False, {"all": "the locked kernel itself"}, rule="beat incumbent")
-    return promote.decide(verdict, space.buckets, incumbent is not None)
+    return promote.decide(verdict, space.buckets, incumbent is not None,
+                          tuple(b.name for b in get_op_group(space.op).baselines))
 
 
 def _promote(store, opts, run_id, op, space, cand, verdict, dec, env):
@@ -233,8 +236,11 @@ def summarize(store: Store, run_id: str, opts: SearchOptions, promoted: list[dic
                                **{f"vs_{k}": v["speedup"] for k, v in r["baselines"].items()}}
                               for r in best_e["verdict"]["timings"]]}
     elif accepted:
+        best_e = accepted[0]
         best = {"candidate": accepted[0]["candidate"], "config": store.load_candidate(accepted[0]["candidate"]).config,
                 "per_shape": "timing not measured (interpreter)"}
+    if best is not None:
+        best["approximate"] = approximate_label(best_e["verdict"].get("tolerance", {}))
     all_promos = store.promotions(run_id)
     reasons: dict[str, int] = {}
     for e in evals:

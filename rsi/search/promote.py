@@ -16,6 +16,12 @@ The ceiling is the large-buffer copy bandwidth or, where it is lower, a copy of 
 interleaved with the candidate (``copy`` baseline): H200 run 5 measured copy_ of 137-274 MB at 79-94% of the
 large-buffer figure, so a torch.compile kernel as fast as that copy is at the ceiling for its size.
 The band of every bucket is written into the decision text and the record (``promotion.aa_band``).
+
+Where the op group declares incumbents (``OpGroup.baselines``, e.g. attention's SDPA backends and FlexAttention),
+a bucket must also beat every incumbent the judge timed there beyond the noise (CI low > 1 + band), whatever the
+rule above decided from torch.compile or the locked kernel (parity at the ceiling never applies to an incumbent);
+the reason names the fastest incumbent (the smallest median ratio) and its ratio. A bucket where none of the declared
+incumbents was timed (all dropped by their check, or missing) is not promoted: "no incumbent timed".
 """
 
 from __future__ import annotations
@@ -88,12 +94,40 @@ def _bucket(base: dict[str, Any], has_incumbent: bool, band: float) -> tuple[boo
                    + (f", parity needs median >= {PARITY_MIN} and CI reaching 1" if ceiling else "") + ")")
 
 
-def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: bool) -> Decision:
+def _incumbents(base: dict[str, Any], declared: tuple[str, ...], band: float) -> tuple[bool, str]:
+    """(promote, why) against the declared incumbents timed at one bucket: every one beaten beyond noise."""
+    timed = {n: base[n] for n in declared if n in base}
+    if not timed:
+        return False, f"no incumbent timed (declared {', '.join(declared)}; none ran at this bucket)"
+
+    def ratio(n: str) -> float:  # NaN sorts first: an incumbent without a usable ratio is never beaten
+        x = float(timed[n]["speedup"])
+        return x if math.isfinite(x) else -math.inf
+
+    fastest = min(timed, key=ratio)
+    f = timed[fastest]
+    unbeaten = [n for n in timed if not beyond_noise(timed[n]["ci95"], band)]
+    if unbeaten:
+        n = min(unbeaten, key=ratio)
+        return False, (f"not faster than incumbent {n} beyond noise ({timed[n]['speedup']:.3f}x, {_ci(timed[n])}; "
+                       f"A/A band {band:.3f}, needs CI low > {1.0 + band:.3f}; fastest incumbent {fastest} "
+                       f"{f['speedup']:.3f}x)")
+    return True, f"{f['speedup']:.3f}x the fastest incumbent {fastest} ({_ci(f)}; {len(timed)} of {len(declared)} timed)"
+
+
+def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: bool,
+           incumbents: tuple[str, ...] = ()) -> Decision:
+    """The rule of the module docstring. ``incumbents``: the names of the op group's declared baselines
+    (``OpGroup.baselines``), each of which must be beaten beyond noise where timed."""
     if verdict.get("status") != "accepted" or not verdict.get("timings"):
         return Decision(False, {"all": "not accepted with timings"})
     rows = {r["bucket"]: r for r in verdict["timings"]}
-    d = Decision(True, rule="beat incumbent beyond the A/A band" if has_incumbent
-                 else "beat torch.compile beyond the A/A band (parity at ceiling)")
+    incumbents = tuple(incumbents)
+    rule = ("beat incumbent beyond the A/A band" if has_incumbent
+            else "beat torch.compile beyond the A/A band (parity at ceiling)")
+    if incumbents:
+        rule += f"; and beat every timed incumbent ({', '.join(incumbents)}) beyond the A/A band"
+    d = Decision(True, rule=rule)
     if not buckets:
         return Decision(False, {"all": "the space claims no bucket"}, rule=d.rule)
     for b in buckets:
@@ -112,6 +146,9 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
             continue
         d.aa_band[b] = band
         ok, why = _bucket(base, has_incumbent, band)
+        if ok and incumbents:
+            ok, inc_why = _incumbents(base, incumbents, band)
+            why = f"{why}; {inc_why}" if ok else inc_why
         d.per_bucket[b] = why
         if not ok:
             d.promote = False
@@ -147,6 +184,8 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
         "env": env, "timings": timings,
         "promotion": {"rule": decision.rule, "per_bucket": decision.per_bucket, "ceiling_pct": CEILING_PCT,
                       "parity_min": PARITY_MIN, "aa_band": dict(decision.aa_band)},
+        # per bucket, every declared incumbent: timed (with its check's errors) or dropped with the reason
+        "incumbents": verdict["details"].get("incumbents", {}),
         "search": {"space": f"{space.op}.toml@{space.sha256[:12]}", "run_id": run_id, "seed": seed,
                    "parent": cand.parent, "proposer": proposer},
         "verified_at": now(), "verified_by": "rsi search",

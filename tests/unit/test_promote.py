@@ -225,3 +225,84 @@ def test_objective_failures():
     row = _row("a")
     row["baselines"]["compile"]["p50_us"] = math.nan
     assert objective_of(_verdict(row), "cuda") is None
+
+
+# ------------------------------------------------------------------------------------------------ incumbents
+INCUMBENTS = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
+
+
+def _with_incumbents(row: dict, seed: int = 30, **means: float) -> dict:
+    """Add incumbent entries (true mean us per name) to a row made by _row with its defaults (candidate 100 us,
+    seed 0, noise 0.005), paired with the same candidate times as its other entries."""
+    c = _times(100.0, 0.005, 0)
+    for k, (name, mean) in enumerate(means.items()):
+        row["baselines"][name] = _entry(_times(mean, 0.005, seed + k), c, 10.0)
+    return row
+
+
+def test_faster_than_compile_but_not_than_an_incumbent_is_refused():
+    row = _with_incumbents(_row("a", compile=150.0), sdpa_cudnn=95.0, sdpa_flash=140.0, flex=120.0)
+    assert decide(_verdict(row), ("a",), False).promote  # today's rule alone would promote it
+    d = decide(_verdict(row), ("a",), False, INCUMBENTS)
+    assert not d.promote
+    why = d.per_bucket["a"]
+    assert "incumbent sdpa_cudnn" in why and "fastest incumbent sdpa_cudnn 0.9" in why and "beyond noise" in why
+    assert "sdpa_cudnn" in d.rule and "flex" in d.rule
+
+
+def test_an_incumbent_inside_the_band_is_not_beaten():
+    # 3% faster than cuDNN, in a run whose A/A band is 5%: the same rule as for torch.compile
+    row = _with_incumbents(_row("a", compile=150.0, aa=105.0), sdpa_cudnn=103.0, flex=130.0)
+    assert row["baselines"]["sdpa_cudnn"]["ci95"][0] > 1.0
+    d = decide(_verdict(row), ("a",), False, INCUMBENTS)
+    assert not d.promote and "incumbent sdpa_cudnn" in d.per_bucket["a"]
+
+
+def test_faster_than_every_incumbent_is_promoted():
+    rows = [_with_incumbents(_row("a", compile=150.0), sdpa_cudnn=110.0, sdpa_flash=140.0, flex=125.0),
+            _with_incumbents(_row("b", compile=150.0), sdpa_cudnn=130.0, flex=112.0)]  # flash and efficient dropped
+    d = decide(_verdict(*rows), ("a", "b"), False, INCUMBENTS)
+    assert d.promote, d.reason()
+    assert "the fastest incumbent sdpa_cudnn" in d.per_bucket["a"] and "3 of 4 timed" in d.per_bucket["a"]
+    assert "the fastest incumbent flex" in d.per_bucket["b"] and "2 of 4 timed" in d.per_bucket["b"]
+    assert "torch.compile" in d.per_bucket["a"]  # today's rule still applies and is still stated
+    # with a locked kernel: it must be beaten too, and the incumbents as well
+    locked = _with_incumbents(_row("a", compile=150.0, best=104.0, aa=105.0), sdpa_cudnn=130.0)
+    d = decide(_verdict(locked), ("a",), True, INCUMBENTS)
+    assert not d.promote and "verified kernel" in d.per_bucket["a"]
+
+
+def test_no_incumbent_timed_is_not_promoted():
+    rows = [_with_incumbents(_row("a", compile=150.0), sdpa_cudnn=130.0), _row("b", compile=150.0, seed=5)]
+    d = decide(_verdict(*rows), ("a", "b"), False, INCUMBENTS)
+    assert not d.promote and d.per_bucket["b"].startswith("no incumbent timed") and "sdpa_cudnn" in d.per_bucket["a"]
+    # an incumbent without a usable ratio counts as timed and unbeaten (fail closed)
+    row = _with_incumbents(_row("a", compile=150.0), sdpa_cudnn=130.0, flex=125.0)
+    row["baselines"]["flex"]["ci95"] = [math.nan, math.nan]
+    row["baselines"]["flex"]["speedup"] = math.nan
+    d = decide(_verdict(row), ("a",), False, INCUMBENTS)
+    assert not d.promote and "incumbent flex" in d.per_bucket["a"]
+
+
+def test_parity_at_the_ceiling_never_applies_to_an_incumbent():
+    # torch.compile at the copy ceiling (parity accepted for it) and an incumbent at parity: not promoted
+    row = _with_incumbents(_row("a", compile=100.0, comp_pct=99.0), sdpa_cudnn=100.0)
+    assert decide(_verdict(row), ("a",), False).promote
+    d = decide(_verdict(row), ("a",), False, INCUMBENTS)
+    assert not d.promote and "incumbent sdpa_cudnn" in d.per_bucket["a"]
+
+
+def test_record_keeps_every_incumbent():
+    row = _with_incumbents(_row("a", compile=150.0), sdpa_cudnn=110.0, flex=125.0)
+    v = _verdict(row)
+    v["details"]["incumbents"] = {"a": {"sdpa_cudnn": {"timed": True, "error": {"rel_l2": 0.003}},
+                                        "sdpa_efficient": {"timed": False, "reason": "raised RuntimeError: no"}}}
+    d = decide(v, ("a",), False, INCUMBENTS)
+    assert d.promote
+    cand = SimpleNamespace(op="attention", hash="h" * 64, source="src", config={"B": 1}, parent=None)
+    space = SimpleNamespace(op="attention", buckets=("a",), sha256="s" * 64)
+    rec = build_record(cand=cand, op_group=None, verdict=v, decision=d, env={}, space=space, run_id="r",
+                       reference_sha="x", proxy=False, seed=0, proposer="offline")
+    assert {"sdpa_cudnn", "flex", "compile", "eager", "aa"} <= set(rec["timings"][0]["vs"])
+    assert rec["timings"][0]["vs"]["sdpa_cudnn"]["ci95"] == row["baselines"]["sdpa_cudnn"]["ci95"]
+    assert rec["incumbents"] == v["details"]["incumbents"] and "sdpa_cudnn" in rec["promotion"]["rule"]

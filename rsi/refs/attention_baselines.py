@@ -1,0 +1,91 @@
+"""The incumbents of varlen document attention: the SDPA backends one at a time and FlexAttention.
+
+Every function here takes what the attention op groups' references take, ``(q, k, v, cu_seqlens)`` with q, k, v
+[S, H, D] bf16 (any strides) and cu_seqlens int32 [n_docs + 1], through a ``prepare`` step that runs outside the
+timed call (rsi.contract.Baseline), and returns a contiguous [S, H, D] bf16 output.
+
+* ``sdpa_cudnn``, ``sdpa_flash``, ``sdpa_efficient``: runtime/layers.py ``sdpa_documents`` with one SDPA backend
+  (``torch.nn.attention.sdpa_kernel``): per document ``[a, b)`` q, k, v -> [1, H, n, D] views and
+  ``F.scaled_dot_product_attention`` (non-causal, scale 1/sqrt(D)), written into rows [a, b) of the output. prepare
+  turns cu_seqlens into the host list of bounds the runtime already holds. A backend that does not support the
+  inputs raises (no fallback inside one baseline); on the CPU, cuDNN and memory-efficient raise and flash runs
+  PyTorch's CPU flash kernel.
+* ``flex``: ``torch.compile(flex_attention)`` (one compiled function for the process; it compiles once per shape
+  and stride pattern, and a new block mask of the same shape does not recompile) on [1, H, S, D] views with a
+  document block mask (``doc[q] == doc[k]``) built by prepare with ``create_block_mask`` (eager: it materializes
+  an S x S boolean mask once per input set, outside the timed call); the [1, H, S, D] result is copied into the
+  contiguous [S, H, D] output inside the timed call. Past dynamo's recompile limit (8 shape and stride patterns)
+  the call raises rather than fall back to eager flex_attention.
+
+Shared by every op group over this signature (attention, and the approximate attention groups, whose incumbents
+are these exact implementations).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import torch
+import torch.nn.functional as F
+
+from rsi.contract import Baseline
+
+
+def _bounds(q, k, v, cu_seqlens) -> tuple:
+    return q, k, v, [int(b) for b in cu_seqlens.tolist()]
+
+
+def _sdpa(backend_name: str):
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int]) -> torch.Tensor:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        S, H, D = q.shape
+        out = torch.empty((S, H, D), dtype=q.dtype, device=q.device)
+        with sdpa_kernel(getattr(SDPBackend, backend_name)):
+            for a, b in itertools.pairwise(bounds):
+                if b > a:
+                    o = F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
+                    out[a:b] = o[0].transpose(0, 1)                                   # [n, H, D]
+        return out
+
+    run.__name__ = f"sdpa_{backend_name.lower()}"
+    return run
+
+
+@functools.cache
+def _flex_compiled():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _flex_prepare(q, k, v, cu_seqlens) -> tuple:
+    """q, k, v as [1, H, S, D] views and the document block mask of cu_seqlens."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    S = q.shape[0]
+    bounds = cu_seqlens.to(device=q.device, dtype=torch.int64)
+    doc = torch.repeat_interleave(torch.arange(bounds.numel() - 1, device=q.device), bounds.diff())   # [S]
+
+    def same_document(b, h, q_idx, kv_idx):
+        return doc[q_idx] == doc[kv_idx]
+
+    mask = create_block_mask(same_document, None, None, S, S, device=q.device)
+    return (*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), mask)
+
+
+def _flex(q4: torch.Tensor, k4: torch.Tensor, v4: torch.Tensor, mask) -> torch.Tensor:
+    # past dynamo's recompile limit the call would silently run flex_attention eagerly (unfused, scores
+    # materialized) and time something the runtime would not run: raise instead
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        o = _flex_compiled()(q4, k4, v4, block_mask=mask)                             # [1, H, S, D]
+    return o[0].transpose(0, 1).contiguous()
+
+
+BASELINES = (
+    Baseline("sdpa_cudnn", _sdpa("CUDNN_ATTENTION"), _bounds),
+    Baseline("sdpa_flash", _sdpa("FLASH_ATTENTION"), _bounds),
+    Baseline("sdpa_efficient", _sdpa("EFFICIENT_ATTENTION"), _bounds),
+    Baseline("flex", _flex, _flex_prepare),
+)
