@@ -1,5 +1,10 @@
-"""``rsi bench``: time every op group at its shapes against eager, torch.compile, Liger and the locked verified
-kernel, and render the README's performance table.
+"""``rsi bench``: time every op group at its shapes against eager, torch.compile, Liger, the op group's incumbents
+(``OpGroup.baselines``, e.g. attention's SDPA backends and FlexAttention) and the locked verified kernel, and render
+the README's performance table.
+
+Incumbents are vetted first as in the judge (``rsi.harness.incumbents.vet``): one that raises or fails the op
+group's class is not timed and the row's notes say why. Rows of an approximate op group say "approximate" with the
+verified kernel's recorded rel-L2 and cosine against the exact op, never shown as if exact.
 
 All timing goes through ``rsi.harness.timing`` (CUDA events, L2 flushed before every call, implementations
 interleaved, inputs rotating among pre-made sets). Effective bandwidth counts the op group's compulsory bytes
@@ -38,15 +43,23 @@ def impl_stats(summary: dict[str, float], nbytes: int, copy_gbps: float) -> dict
 
 
 def assemble_row(op: str, bucket: str, dims: dict[str, int], nbytes: int, summaries: dict[str, dict[str, float]],
-                 copy_gbps: float, verified: str | None = None, notes: dict[str, str] | None = None) -> dict[str, Any]:
-    """One result row: per implementation timings and bandwidth, verified speedups over eager and torch.compile."""
+                 copy_gbps: float, verified: str | None = None, notes: dict[str, str] | None = None,
+                 incumbents: tuple[str, ...] = (), approximate: str = "") -> dict[str, Any]:
+    """One result row: per implementation timings and bandwidth, verified speedups over eager, torch.compile and
+    the fastest timed incumbent (``incumbents``: the op group's baseline names); ``approximate``: the row's label
+    (rsi.search.display.approximate_label), "" for an exact op group."""
     impls = {name: impl_stats(s, nbytes, copy_gbps) for name, s in summaries.items()}
     row: dict[str, Any] = {"op": op, "bucket": bucket, "dims": dict(dims), "bytes": nbytes, "impls": impls,
-                           "verified_kernel": verified, "notes": dict(notes or {})}
+                           "verified_kernel": verified, "notes": dict(notes or {}), "approximate": approximate}
+    timed = [n for n in incumbents if n in impls]
+    if timed:
+        row["fastest_incumbent"] = min(timed, key=lambda n: impls[n]["p50_us"])
     v = impls.get("verified")
     for base in ("eager", "compile", "liger"):
         if v and base in impls:
             row[f"verified_vs_{base}"] = impls[base]["p50_us"] / v["p50_us"]
+    if v and timed:
+        row["verified_vs_incumbent"] = impls[row["fastest_incumbent"]]["p50_us"] / v["p50_us"]
     return row
 
 
@@ -79,16 +92,21 @@ def render_markdown(results: dict[str, Any]) -> str:
         results.get("command", "rsi bench"),
         "```",
         "",
-        "| op group | shape | MB | " + " | ".join(IMPL_TITLES[i] for i in IMPL_ORDER) + " | verified vs compile |",
-        "|---|---|---:|" + "---:|" * len(IMPL_ORDER) + "---:|",
+        "| op group | shape | MB | " + " | ".join(IMPL_TITLES[i] for i in IMPL_ORDER)
+        + " | verified vs compile | fastest incumbent | verified vs incumbent |",
+        "|---|---|---:|" + "---:|" * len(IMPL_ORDER) + "---:|---:|---:|",
     ]
     flagged = False
     for r in results.get("rows", []):
         cells = [_cell(r["impls"].get(i)) for i in IMPL_ORDER]
         flagged |= any("‡" in c for c in cells)
         vs = r.get("verified_vs_compile")
-        lines.append(f"| {r['op']} | {r['bucket']} ({_dims(r['dims'])}) | {r['bytes'] / 1e6:.0f} | " + " | ".join(cells)
-                     + f" | {f'{vs:.2f}x' if vs else '-'} |")
+        inc = r.get("fastest_incumbent")
+        inc_cell = f"{inc}: {_cell(r['impls'][inc])}" if inc else "-"
+        vs_inc = r.get("verified_vs_incumbent")
+        op = r["op"] + (f" ({r['approximate']})" if r.get("approximate") else "")
+        lines.append(f"| {op} | {r['bucket']} ({_dims(r['dims'])}) | {r['bytes'] / 1e6:.0f} | " + " | ".join(cells)
+                     + f" | {f'{vs:.2f}x' if vs else '-'} | {inc_cell} | {f'{vs_inc:.2f}x' if vs_inc else '-'} |")
     notes = sorted({f"{r['op']}: {n}" for r in results.get("rows", []) for n in r.get("notes", {}).values()})
     if flagged:
         lines += ["", ("‡ above the copy bandwidth: that implementation moves fewer bytes than the op's compulsory "
@@ -109,8 +127,8 @@ def _verified_impl(root: str, target: str | None, op: str, dims: dict[str, int],
 
     vk, why = resolve(root, target, op, dims, env)
     if vk is None:
-        return None, None, why
-    return vk.load(), vk.path.name, why
+        return None, None, why, None
+    return vk.load(), vk.path.name, why, vk.record.get("tolerance", {})
 
 
 def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_json: str | None = None,
@@ -119,8 +137,10 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
     import torch
 
     from rsi import env as envmod
+    from rsi.harness import incumbents as I
     from rsi.harness import timing as T
     from rsi.refs import get_op_group
+    from rsi.search.display import approximate_label
     from rsi.targets import detect_local
     from rsi.verified import now
 
@@ -149,7 +169,8 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
             sets = [op.make_inputs(shape, 1000 + k, device) for k in range(input_sets)]
             fns: dict[str, Callable[..., Any]] = {"eager": op.reference, "compile": compiled}
             notes: dict[str, str] = {}
-            vfn, vname, why = _verified_impl(root, target, name, dict(shape.dims), env)
+            vfn, vname, why, vtol = _verified_impl(root, target, name, dict(shape.dims), env)
+            label = approximate_label(vtol if vtol else {"class": op.tolerance.name})
             if vfn is not None:
                 fns["verified"] = vfn
                 fns["verified_aa"] = vfn  # the same kernel timed twice: the method's A/A difference, JSON only
@@ -161,15 +182,21 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
             impls = {k: _on_set(f, sets) for k, f in fns.items()}
             if liger_ok:
                 impls["liger"] = _on_set(op.liger, [op.liger_prepare(s) for s in sets])
+            passed, report = I.vet(op, op.tolerance, sets[0])
+            for b in passed:
+                impls[b.name] = _on_set(b.fn, [b.args(s) for s in sets])
+            notes.update({n: f"{n} not timed at {shape.name}: {r['reason']}" for n, r in report.items()
+                          if not r["timed"]})
             impls["copy"] = T.same_bytes_copy(op.bytes_moved(shape), device)
             samples = T.time_interleaved(impls, [(i,) for i in range(len(sets))], warmup=warmup, reps=reps,
                                          sync_reps=0, device=device)
             row = assemble_row(name, shape.name, dict(shape.dims), op.bytes_moved(shape),
-                               {k: s.summary() for k, s in samples.items()}, copy["gbps"], vname, notes)
+                               {k: s.summary() for k, s in samples.items()}, copy["gbps"], vname, notes,
+                               tuple(b.name for b in op.baselines), label)
             if "verified_aa" in row["impls"]:
                 row["aa_ratio"] = row["impls"]["verified_aa"]["p50_us"] / row["impls"]["verified"]["p50_us"]
             rows.append(row)
-            print(f"{name:24s} {shape.name:9s} " + "  ".join(
+            print(f"{name:24s} {shape.name:9s} " + (f"({label}) " if label else "") + "  ".join(
                 f"{k} {v['p50_us']:.1f}us {v['pct_copy']:.0f}%" for k, v in row["impls"].items()), flush=True)
             del sets, impls, fns
             gc.collect()

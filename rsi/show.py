@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rsi.search.display import echo, plain
+from rsi.search.display import approximate_label, echo, plain
 from rsi.store import Store
 
 
@@ -64,7 +64,9 @@ def show(a, console: Console) -> int:
             t.add_column(c, overflow="fold")
         for e in store.evaluations(run.id):
             cfg = store.load_candidate(e["candidate"]).config
-            t.add_row(*map(plain, (e["seq"], e["candidate"][:10], json.dumps(dict(cfg)), e["status"], e["stage"],
+            label = approximate_label(e["verdict"].get("tolerance", {}))
+            verdict = e["status"] + (f" ({label})" if label else "")
+            t.add_row(*map(plain, (e["seq"], e["candidate"][:10], json.dumps(dict(cfg)), verdict, e["stage"],
                                    f"{e['objective']:.3f}" if e["objective"] is not None else "-", e["reason"][:100])))
         console.print(t)
         from rsi.llm.transcript import render_conversation

@@ -25,6 +25,17 @@ def plain(text: object, style: str = "") -> Text:
     return Text(str(text), style=style)
 
 
+def approximate_label(tolerance: dict) -> str:
+    """"" for an exact class (bitwise, tolerance); for the approximate class "approximate" and, where the verdict or
+    record observed them, its worst relative-L2 error and cosine against the exact op (rsi.contract.Approximate)."""
+    if (tolerance or {}).get("class") != "approximate":
+        return ""
+    obs = tolerance.get("observed") or {}
+    if "rel_l2" in obs and "cosine" in obs:
+        return f"approximate: rel_l2 {obs['rel_l2']:.2e}, cosine {obs['cosine']:.5f} vs the exact op"
+    return "approximate"
+
+
 def echo(console: Console, *parts: object, style: str = "") -> None:
     """Print untrusted text verbatim (the parts are joined without a separator)."""
     console.print(Text.assemble(*[p if isinstance(p, Text) else str(p) for p in parts], style=style),
@@ -32,8 +43,14 @@ def echo(console: Console, *parts: object, style: str = "") -> None:
 
 
 class SearchDisplay:
-    def __init__(self, opts, run_id: str, buckets: tuple[str, ...], quiet: bool = False, max_rows: int = 25):
+    """``incumbents``: the op group's declared baselines (OpGroup.baselines); where there are any, the speed-up column
+    is against the fastest of them instead of torch.compile."""
+
+    def __init__(self, opts, run_id: str, buckets: tuple[str, ...], quiet: bool = False, max_rows: int = 25,
+                 incumbents: tuple[str, ...] = ()):
         self.opts, self.run_id, self.buckets, self.quiet, self.max_rows = opts, run_id, buckets, quiet, max_rows
+        self.incumbents = tuple(incumbents)
+        self.vs_name = "incumbent" if self.incumbents else "compile"
         self.console = Console(stderr=False)
         self.rows: list[tuple] = []
         self.notes: list[str] = []
@@ -59,7 +76,7 @@ class SearchDisplay:
         t = Table(title=plain(f"rsi search {self.opts.op} - run {self.run_id}" + (" (PROXY)" if self.opts.proxy
                                                                                   else "")), expand=False)
         for col in ("#", "candidate", "config", "verdict", "stage", *[f"{b} us" for b in self.buckets],
-                    "vs compile", "reason"):
+                    f"vs {self.vs_name}", "reason"):
             t.add_column(plain(col), overflow="fold")
         for r in self.rows[-self.max_rows:]:
             t.add_row(*[c if isinstance(c, Text) else plain(c) for c in r])
@@ -86,15 +103,17 @@ class SearchDisplay:
         for b in self.buckets:
             r = times.get(b)
             cells.append(f"{r['p50_us']:.1f}" if r else ("n/m" if verdict["status"] == "accepted" else "-"))
-        comp = [r["baselines"]["compile"]["speedup"] for r in times.values() if "compile" in r["baselines"]]
+        names = self.incumbents or ("compile",)
+        comp = [r["baselines"][n]["speedup"] for r in times.values() for n in names if n in r["baselines"]]
         vs = f"{min(comp):.3f}x" if comp else "-"
-        status = verdict["status"] + (" (resumed)" if resumed else "")
+        label = approximate_label(verdict.get("tolerance", {}))
+        status = verdict["status"] + (" (resumed)" if resumed else "") + (f" ({label})" if label else "")
         row = (str(seq), verdict["candidate"][:10], _short(cand.config), Text(status, style=_STYLE.get(verdict["status"], "")),
                verdict["stage"], *cells, vs, verdict["reason"][:90])
         self.rows.append(row)
         self.current = ""
         self._refresh(f"#{seq} {verdict['candidate'][:10]} {_short(cand.config)} {status} [{verdict['stage']}] "
-                      f"{' '.join(cells)} vs compile {vs} - {verdict['reason'][:120]}")
+                      f"{' '.join(cells)} vs {self.vs_name} {vs} - {verdict['reason'][:120]}")
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -115,7 +134,8 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     if not best:
         echo(console, "No candidate was accepted.")
     else:
-        echo(console, f"Best candidate {best['candidate'][:12]} config {_short(best['config'])}")
+        echo(console, f"Best candidate {best['candidate'][:12]} config {_short(best['config'])}"
+             + (f" ({best['approximate']})" if best.get("approximate") else ""))
         if isinstance(best["per_shape"], str):
             echo(console, f"  {best['per_shape']}")
         else:

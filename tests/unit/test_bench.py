@@ -81,3 +81,36 @@ def test_needs_a_gpu(monkeypatch):
         bench.run_bench(["modulate"])
     a = _args("--op-group", "modulate")
     assert a.fn(a) == 2
+
+
+def test_incumbents_and_approximate_rows():
+    """Attention's row names its fastest incumbent and the verified kernel's ratio to it; an approximate op group's
+    row says so, with the recorded error against the exact op."""
+    from rsi.search.display import approximate_label
+
+    names = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
+    att = bench.assemble_row("attention", "h3_full", {"rows": 38272, "heads": 56, "docs": 2}, 2_194_669_576,
+                             {"eager": _summary(1.0e6), "compile": _summary(9.0e5), "verified": _summary(70_000.0),
+                              "sdpa_cudnn": _summary(73_900.0), "sdpa_flash": _summary(116_700.0),
+                              "flex": _summary(90_000.0)}, 4000.0, verified="attention-0123456789ab",
+                             notes={"sdpa_efficient": "sdpa_efficient not timed at h3_full: raised RuntimeError: x"},
+                             incumbents=names)
+    assert att["fastest_incumbent"] == "sdpa_cudnn"
+    assert att["verified_vs_incumbent"] == pytest.approx(73_900.0 / 70_000.0) and att["approximate"] == ""
+    tol = {"class": "approximate", "observed": {"rel_l2": 0.0123, "cosine": 0.99992}}
+    fp8 = bench.assemble_row("attention_fp8", "h3_full", {"rows": 38272, "heads": 56, "docs": 2}, 2_194_669_576,
+                             {"eager": _summary(1.0e6), "verified": _summary(40_000.0),
+                              "sdpa_cudnn": _summary(73_900.0)}, 4000.0, incumbents=names,
+                             approximate=approximate_label(tol))
+    results = _results()
+    results["rows"] += [att, fp8]
+    md = bench.render_markdown(results)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| attention |"))
+    assert "sdpa_cudnn: 73900.0 µs" in row and row.endswith("| 1.06x |")
+    row = next(ln for ln in md.splitlines() if ln.startswith("| attention_fp8"))
+    assert "attention_fp8 (approximate: rel_l2 1.23e-02, cosine 0.99992 vs the exact op)" in row
+    assert "sdpa_efficient not timed at h3_full" in md
+    modulate = next(ln for ln in md.splitlines() if ln.startswith("| modulate"))
+    assert modulate.endswith("| 1.37x | - | - |") and "approximate" not in modulate
+    assert approximate_label({"class": "tolerance", "observed": {"rel_l2": 0.1, "cosine": 0.9}}) == ""
+    assert approximate_label({"class": "approximate"}) == "approximate"
