@@ -158,7 +158,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                 store.save_candidate(cand)
                 display.start(seq, cand)
                 verdict = judge.evaluate(cand, incumbent.candidate if incumbent else None)
-                objective = objective_of(verdict, opts.backend)
+                objective = objective_of(verdict, opts.backend, tuple(b.name for b in op.baselines))
                 store.record_evaluation(run_id, seq, verdict, objective)
                 proposer.feedback(proposal, verdict, objective)
                 _remember(store, opts, run_id, cand, verdict, incumbent)

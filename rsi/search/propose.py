@@ -99,9 +99,10 @@ class OfflineProposer:
             self.study.tell(proposal.handle, objective)
 
 
-def objective_of(verdict: dict, backend: str) -> float | None:
+def objective_of(verdict: dict, backend: str, incumbents: tuple[str, ...] = ()) -> float | None:
     """Minimised by the optimizer (lower is better): geometric mean over buckets of candidate p50 / the fastest
-    p50 among eager, torch.compile and the current verified kernel ("best"). Below 1: faster than all of them.
+    p50 among eager, torch.compile, the current verified kernel ("best") and the op group's declared incumbents
+    (``incumbents``: OpGroup.baselines names, e.g. attention's SDPA backends). Below 1: faster than all of them.
     Other timed entries (the same-bytes copy, Liger, the candidate's own A/A timing) are not competitors.
 
     Rejected -> None (a failed trial); so is an accepted verdict whose times are missing or not positive and finite
@@ -114,7 +115,8 @@ def objective_of(verdict: dict, backend: str) -> float | None:
         return 1.0
     logs = []
     for r in rows:
-        base = [b.get("p50_us") for k, b in r.get("baselines", {}).items() if k in ("compile", "best", "eager")]
+        rivals = ("compile", "best", "eager", *incumbents)
+        base = [b.get("p50_us") for k, b in r.get("baselines", {}).items() if k in rivals]
         times = [r.get("p50_us"), *base]
         if not base or not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in times):
             return None

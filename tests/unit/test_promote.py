@@ -214,6 +214,11 @@ def test_objective_is_candidate_over_fastest_competitor_lower_is_better():
     # the current best counts, the candidate's own A/A timing and the copy do not
     with_best = _row("a", cand=90.0, compile=100.0, best=80.0, copy=50.0, aa=90.0)
     assert objective_of(_verdict(with_best), "cuda") == pytest.approx(90.0 / 80.0, rel=0.01)
+    # a declared incumbent (attention's SDPA backends) is a competitor when named, an unknown entry is not
+    row = _row("a", cand=90.0, compile=100.0)
+    row["baselines"]["sdpa_cudnn"] = dict(row["baselines"]["compile"], p50_us=60.0)
+    assert objective_of(_verdict(row), "cuda") == pytest.approx(0.9, rel=0.01)
+    assert objective_of(_verdict(row), "cuda", ("sdpa_cudnn",)) == pytest.approx(1.5, rel=0.01)
 
 
 def test_objective_failures():
