@@ -11,6 +11,13 @@ patch widens bf16 operands exactly to fp32 first, which is what a bf16 tensor-co
 fp32 accumulation; only the summation order differs). And a loaded scalar (shape-(1,) data in the interpreter) used
 as a loop bound, ``range(start, end, BLOCK)`` with bounds read from memory (cu_seqlens): the interpreter's
 ``__index__`` calls ``int()`` on that array, which numpy 2 refuses; the patch takes its single element.
+And fp8 (``tl.float8e4nv`` = e4m3fn, ``tl.float8e5`` = e5m2) conversions: the interpreter rounds half up without a
+carry, clamps the exponent (500 -> 256, NaN -> 384 in e4m3fn) and has no e4m3 subnormal outputs; sm_90 compiles
+fp32 -> fp8 to ``cvt.rn.satfinite.e4m3x2.f32`` / ``...e5m2x2.f32`` (round to nearest even, saturating to the
+largest finite value, NaN to NaN). The patch converts fp32/bf16/fp16 -> fp8 that way (torch's cast after a clamp:
+torch alone maps overflow to NaN) unless round-toward-zero is asked for, and fp8 -> fp32/bf16/fp16 exactly (NaN
+stays NaN; the interpreter gives e4m3fn's NaN as 480). fp8 ``tl.dot`` operands go through the same exact widening
+(the interpreter widens them to fp16, exact for both formats, and multiplies in fp32).
 """
 
 from __future__ import annotations
@@ -27,8 +34,27 @@ def patch_interpreter_rounding() -> bool:
     if getattr(interpreter, "_rsi_rne_patch", False):
         return True
     original = interpreter._convert_float
+    # Triton fp8 type -> (torch dtype, largest finite value); wider float types -> (numpy bits dtype, torch dtype)
+    fp8 = {tl.float8e4nv: (torch.float8_e4m3fn, 448.0), tl.float8e5: (torch.float8_e5m2, 57344.0)}
+    wide = {tl.float32: (np.float32, torch.float32), tl.bfloat16: (np.int16, torch.bfloat16),
+            tl.float16: (np.float16, torch.float16)}
+    rtz = interpreter._ir.ROUNDING_MODE.RTZ
+
+    def to_torch(input, dtype):
+        a = np.ascontiguousarray(input)
+        if dtype in fp8:
+            return torch.from_numpy(a.view(np.uint8)).view(fp8[dtype][0])
+        return torch.from_numpy(a.view(wide[dtype][0])).view(wide[dtype][1])
 
     def convert(input, input_dtype, output_dtype, rounding_mode):
+        if output_dtype in fp8 and input_dtype in wide and rounding_mode != rtz:
+            t, top = fp8[output_dtype]
+            src = to_torch(input, input_dtype).float().clamp(-top, top)   # clamp keeps NaN
+            return src.to(t).view(torch.uint8).numpy().reshape(np.shape(input))
+        if input_dtype in fp8 and output_dtype in wide:
+            out = to_torch(input, input_dtype).to(wide[output_dtype][1])
+            bits = {4: (torch.int32, np.uint32), 2: (torch.int16, np.uint16)}[out.element_size()]
+            return out.view(bits[0]).numpy().view(bits[1]).reshape(np.shape(input))
         if input_dtype == tl.bfloat16 and output_dtype == tl.float32:
             # exact widening (the interpreter flushes bf16 subnormals such as 3.7e-40 to 0.0)
             return (np.ascontiguousarray(input).view(np.uint16).astype(np.uint32) << 16).reshape(input.shape)
