@@ -85,6 +85,12 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # ---- head-row copy tiles (qkv_pack, head_merge): [BLOCK_P, 128] bf16 tiles
     "copy_tile_fills_warps": lambda c: c["BLOCK_P"] * 128 >= 8 * 32 * c["num_warps"],
     "copy_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
+    # ---- sol_attn (rsi/templates/sol_attn.py; the attn_* predicates above bound its attention tiles)
+    # a query tile lies inside one 128-row selection block and a kept key block is whole tiles
+    "sol_tiles_in_selection_block": lambda c: 128 % c["BLOCK_M"] == 0 and 128 % c["BLOCK_N"] == 0,
+    # the selection's fp64 [KB_P2, SEL_DC] pooled-key tile at h3_full (299 key blocks -> KB_P2 = 512): at most 64
+    # fp64 values (128 registers) a thread
+    "sol_select_regs_fit": lambda c: 512 * c["SEL_DC"] <= 64 * 32 * c["SEL_WARPS"],
 }
 
 
@@ -157,6 +163,14 @@ def _heuristic_flash_tiles(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_sparse_tiles(space: Space) -> dict[str, Any]:
+    """sol_attn: 128 x 128 attention tiles (one tile per kept 128-row key block, no sub-block loop; Triton's Hopper
+    fused-attention tutorial keeps 8-warp configs only at BLOCK_M * BLOCK_N >= 128 * 128), 8 warps, 2 stages (160 KB
+    of shared memory), exp2; selection 32 head dims a step over 8 warps. Not yet measured on the H200."""
+    c = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "EXP2": 1, "SEL_DC": 32, "SEL_WARPS": 8}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
@@ -167,6 +181,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "ltx_row_in_registers": _heuristic_ltx_row_in_registers,
     "ltx_qk_rows": _heuristic_ltx_qk_rows,
     "flash_tiles": _heuristic_flash_tiles,
+    "sparse_tiles": _heuristic_sparse_tiles,
 }
 
 
