@@ -182,12 +182,12 @@ class Attention:
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
             with self._timed("fp8"):
-                o = self._dispatch("attention_fp8", _fp8_reference, q, k, v, cu)
+                o = self._dispatch("attention_fp8", fp8_reference, q, k, v, cu)
         elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
             tau = cfg.tau(w.step)
             with self._timed("sol"):
-                o = self._sol(q, k, v, cu, tau)
-            self._record_density(q, k, cu, tau)
+                o, mask = self._sol(q, k, v, cu, tau)
+            self._record_density(mask, cu, tau)
         else:
             with self._timed("dense"):
                 o = self._dispatch("attention", sdpa_documents, q, k, v, cu)
@@ -203,34 +203,37 @@ class Attention:
             return fallback(*args)
         return self.kernels.call_or(op, fallback, *args)
 
-    def _sol(self, q, k, v, cu, tau: float) -> torch.Tensor:
+    def _sol(self, q, k, v, cu, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(out [S, H, D], selection mask): the sol_attn op's outputs (rsi/refs/sol_attn.py)."""
         from rsi.refs import sol_attn
 
         sink = 0          # the refiner's video self-attention has no text rows (its text is cross-attention)
         if self.cfg.block == SOL_BLOCK:
-            return self._dispatch("sol_attn", _sol_fallback, q, k, v, cu, tau, sink)
+            return self._dispatch("sol_attn", sol_flex_or_reference, q, k, v, cu, tau, sink)
         return sol_attn.reference(q, k, v, cu, tau, sink, block=self.cfg.block)
 
-    def _record_density(self, q, k, cu, tau: float) -> None:
+    def _record_density(self, mask: torch.Tensor, cu: torch.Tensor, tau: float) -> None:
         from rsi.refs import sol_attn
 
-        d = float(sol_attn.density(q, k, cu, tau, 0, block=self.cfg.block))
+        d = sol_attn.mask_density(mask, cu, self.cfg.block)
         self.density.append({"step": self.where.step, "layer": self.where.layer, "tau": tau, "density": d})
 
 
-def _fp8_reference(q, k, v, cu):
+def fp8_reference(q, k, v, cu):
+    """The attention_fp8 op group's reference (its verified kernel's fallback)."""
     from rsi.refs import attention_fp8
 
     return attention_fp8.reference(q, k, v, cu)
 
 
-def _sol_fallback(q, k, v, cu, tau: float, sink: int) -> torch.Tensor:
-    """Sol-Attn without a verified kernel: FlexAttention over the selected 128-row blocks on CUDA (one document,
-    the refiner's case), else the op group's reference."""
+def sol_flex_or_reference(q, k, v, cu, tau: float, sink: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sol-Attn without a verified kernel: the op's fp64 selection, then FlexAttention over the kept 128-row blocks
+    on CUDA (one document, the refiner's case), else the op group's reference. Returns the op's (out, mask)."""
     from rsi.refs import sol_attn
 
     if q.device.type == "cuda" and cu.numel() == 2:
-        return flex_sparse(q, k, v, sol_attn.keep_mask(q, k, cu, tau, sink)[0])
+        mask = sol_attn.selection_mask(q, k, cu, tau, sink)
+        return flex_sparse(q, k, v, mask.bool()), mask
     return sol_attn.reference(q, k, v, cu, tau, sink)
 
 
@@ -240,14 +243,21 @@ _FLEX: dict[str, Any] = {}
 def flex_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,
                 block: int = SOL_BLOCK) -> torch.Tensor:
     """Block-sparse attention of one document through FlexAttention: q, k, v [S, H, D], keep bool [H, nQB, nKB]
-    (query block i attends key block j) -> [S, H, D]. The block mask is built from the kept block lists
-    (``BlockMask.from_kv_blocks``); on CUDA flex_attention is compiled once per process."""
+    (query block i attends key block j; sol_attn's mask of one document) -> [S, H, D]. The kept blocks are listed
+    as full blocks (the compiled kernel visits only them and applies no mask inside them); the mask_mod says the
+    same per element, which is what eager flex_attention (the CPU) evaluates. On CUDA flex_attention is compiled
+    once per process."""
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
-    S = q.shape[0]
-    counts = keep.sum(-1, dtype=torch.int32)                                           # [H, nQB]
-    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # kept blocks first
-    mask = BlockMask.from_kv_blocks(counts[None], order[None], BLOCK_SIZE=block, seq_lengths=(S, S))
+    S, H = q.shape[0], q.shape[1]
+    counts = keep.sum(-1, dtype=torch.int32)[None]                                     # [1, H, nQB]
+    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True).to(torch.int32)[None]  # kept blocks first
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return keep[h, q_idx // block, kv_idx // block]
+
+    mask = BlockMask.from_kv_blocks(torch.zeros_like(counts), order, counts, order, BLOCK_SIZE=block,
+                                    mask_mod=mask_mod, seq_lengths=(S, S))
     fn = flex_attention
     if q.device.type == "cuda":
         fn = _FLEX.setdefault("compiled", torch.compile(flex_attention, dynamic=False))

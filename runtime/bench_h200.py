@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from runtime.adaln import AdaLNCache, step_modulation
+from runtime.attention import Attention, AttentionConfig
 from runtime.cli import parse_resolution
 from runtime.config import get_config
 from runtime.kernels import Kernels, lock_sha256
@@ -92,6 +93,35 @@ def time_block_and_forward(model, seq, step, cond, plan, kernels, a, dev) -> dic
             "forward_1344x768_ms": {"rows": seq.total, "times": fwd, "median": median(fwd)}}
 
 
+def time_block_attention(model, seq, step, kernels, classes: list[str], a, dev) -> dict[str, Any]:
+    """The block with each attention class (as inside the denoising loop), with the block output's error against
+    the dense class's on the same input and the attention milliseconds per block (runtime.attention's events)."""
+    rope = model.rope.table(seq.positions)
+    x = torch.randn(seq.total, model.cfg.hidden, device=dev, dtype=torch.bfloat16)
+    c = step.block_chunks(0)
+    h = kernels.call("modulate", x, model.blocks[0].norm1.weight, c[0], c[1], step.mod_idx)
+    out, dense = {}, None
+    for cls in classes:
+        kernels.attention = Attention(AttentionConfig(cls), kernels)
+        kernels.attention.at("stage1")
+        y = model.block(0, x, h, step, rope, seq.cu_seqlens, kernels)[0]
+        kernels.attention.reset()
+        ms = timed(lambda: model.block(0, x, h, step, rope, seq.cu_seqlens, kernels), 2, a.block_reps, dev)
+        rep = kernels.attention.report()
+        row = {"rows": seq.total, "times": ms, "median": median(ms), "lossy": cls != "dense",
+               "attention_ms_per_block": 1e3 * rep["seconds"].get("stage1", 0.0) / (2 + a.block_reps)}
+        if dense is None:
+            dense = y.float()
+        else:
+            d = y.float() - dense
+            row["error_vs_dense"] = {"rel_l2": (d.norm() / dense.norm()).item(), "max_abs": d.abs().max().item(),
+                                     "cosine": torch.nn.functional.cosine_similarity(
+                                         y.float().flatten(), dense.flatten(), dim=0).item()}
+        out[cls] = row
+        log(f"block with {cls} attention: {row['median']:.1f} ms (attention {row['attention_ms_per_block']:.1f} ms)")
+    return out
+
+
 @torch.no_grad()
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runtime.bench_h200", description=__doc__.split("\n\n")[0])
@@ -112,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0, help="seconds of both requests (default 5)")
     p.add_argument("--config", default="full", choices=["full", "tiny"], help="model sizes (tiny: CPU smoke test)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --config tiny, for tests)")
+    p.add_argument("--attention", nargs="+", default=["dense"], choices=["dense", "fp8"],
+                   help="attention classes to time the block with (runtime/attention.py; default dense; fp8 is "
+                        "lossy, reported in its own rows with its error against dense)")
     a = p.parse_args(argv)
     setup_triton_interpreter()
     dev = torch.device(a.device)
@@ -171,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         r: dict[str, Any] = {}
         r.update(time_block_and_forward(model, seqs["full"], caches["full"][0], conds["full"], plans["full"],
                                         kernels, a, dev))
+        lossy = [c for c in a.attention if c != "dense"]
+        if lossy:
+            r["block_by_attention"] = time_block_attention(model, seqs["full"], caches["full"][0], kernels,
+                                                           ["dense", *lossy], a, dev)
+            kernels.attention = Attention(kernels=kernels)
         log(f"{mode}: block {r['block_ms']['median']:.1f} ms, forward "
             f"{r['forward_1344x768_ms']['median'] / 1e3:.2f} s at S={seqs['full'].total}")
         if not a.skip_request:

@@ -204,9 +204,12 @@ def test_bench_script_cpu_smoke(tmp_path):
     out = tmp_path / "b.json"
     rc = bench_h200.main(["--config", "tiny", "--device", "cpu", "--full-res", "128x64", "--s1-res", "64x32",
                           "--duration", "0.2", "--text-len-full", "10", "--text-len-s1", "8", "--block-reps", "1",
-                          "--out", str(out)])
+                          "--attention", "dense", "fp8", "--out", str(out)])
     assert rc == 0
     d = json.loads(out.read_text())
+    by = d["modes"]["verified"]["block_by_attention"]
+    assert not by["dense"]["lossy"] and by["fp8"]["lossy"] and 0 < by["fp8"]["error_vs_dense"]["rel_l2"] < 0.1
+    assert by["dense"]["attention_ms_per_block"] > 0 and by["fp8"]["attention_ms_per_block"] > 0
     assert d["adaln"]["bitwise_equal_to_per_step"] is True and set(d["modes"]) == {"reference", "verified"}
     assert d["modes"]["verified"]["z_video_vs_first_mode"]["max_abs"] == 0.0
     assert d["rows"]["full"]["used"] == 10 + 16 + 16
