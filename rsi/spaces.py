@@ -91,6 +91,11 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # the selection's fp64 [KB_P2, SEL_DC] pooled-key tile at h3_full (299 key blocks -> KB_P2 = 512): at most 64
     # fp64 values (128 registers) a thread
     "sol_select_regs_fit": lambda c: 512 * c["SEL_DC"] <= 64 * 32 * c["SEL_WARPS"],
+    # ---- attention_fp8 (rsi/templates/attention_fp8.py; attn_rows_per_warpgroup and attn_regs_fit bound its tiles)
+    # shared memory: num_stages bf16 buffers of a K and a V tile (the loads), the e4m3 K and V operand tiles and the
+    # e4m3 q tile, at most 200 KB of the H200's 227 KB a block
+    "fp8_attn_smem_fit": lambda c: (4 * max(c["num_stages"], 1) * c["BLOCK_N"] + 2 * c["BLOCK_N"] + c["BLOCK_M"])
+    * 128 <= 200 * 1024,
 }
 
 
@@ -171,6 +176,14 @@ def _heuristic_sparse_tiles(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_fp8_flash_tiles(space: Space) -> dict[str, Any]:
+    """attention_fp8: the attention heuristic's tiles (128 query rows in two warpgroups, 64 keys a step, 8 warps)
+    with 2 stages, exp2, FA3's e4m3 P, the reciprocal quantiser and V's tile transposed (keys along the fast axis:
+    the K-major B operand of Hopper's fp8 wgmma). Not yet measured on the H200."""
+    c = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "EXP2": 1, "P8": 1, "RCP": 1, "VT": 1}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
@@ -181,6 +194,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "ltx_row_in_registers": _heuristic_ltx_row_in_registers,
     "ltx_qk_rows": _heuristic_ltx_qk_rows,
     "flash_tiles": _heuristic_flash_tiles,
+    "fp8_flash_tiles": _heuristic_fp8_flash_tiles,
     "sparse_tiles": _heuristic_sparse_tiles,
 }
 

@@ -20,6 +20,7 @@ OP_MODULES = {
     "ltx_qk_norm_rope": "rsi.refs.ltx_qk_norm_rope",
     "gelu_tanh": "rsi.refs.gelu_tanh",
     "attention": "rsi.refs.attention",
+    "attention_fp8": "rsi.refs.attention_fp8",
     "sol_attn": "rsi.refs.sol_attn",
 }
 

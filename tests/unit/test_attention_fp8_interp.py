@@ -52,7 +52,8 @@ for name, src in (("fp32", vals), ("bf16", vals.to(torch.bfloat16))):
     xf = x.float()
     want_y = xf.clamp(-448, 448).to(torch.float8_e4m3fn)
     want_z = xf.clamp(-57344, 57344).to(torch.float8_e5m2)
-    same = lambda a, b: bool(((a.view(torch.uint8) == b.view(torch.uint8)) | (a.float().isnan() & b.float().isnan())).all())
+    same = lambda a, b: bool(((a.view(torch.uint8) == b.view(torch.uint8))
+                              | (a.float().isnan() & b.float().isnan())).all())
     res[name] = {"e4m3": same(y, want_y), "e5m2": same(z, want_z), "n": src.numel()}
 y = torch.empty(n, dtype=torch.float8_e4m3fn); z = torch.empty(n, dtype=torch.float8_e5m2)
 x = torch.tensor([1.0625, 500.0, float("nan"), 1.5 * 2.0 ** -10, -1e6, 2.0 ** -11] + [0.0] * 2)

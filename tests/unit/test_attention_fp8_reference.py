@@ -42,7 +42,7 @@ def _e4m3_codes(y: torch.Tensor) -> torch.Tensor:
 def _independent_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(codes int64 [S, H, D], scale float32 [H]) with numpy's IEEE fp32 arithmetic."""
     xs = x.float().numpy().astype(np.float32)
-    S, H, D = xs.shape
+    H = xs.shape[1]
     scale = np.ones(H, dtype=np.float32)
     for h in range(H):
         col = np.abs(xs[:, h, :].astype(np.float64))

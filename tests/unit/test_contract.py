@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from rsi.contract import Bitwise, Candidate, Tolerance
+from rsi.contract import Approximate, Bitwise, Candidate, Tolerance
 from rsi.harness import check
 from rsi.refs import get_op_group, op_names, reference_source_sha256
 
@@ -29,7 +29,7 @@ def test_every_op_group_is_complete():
         g = get_op_group(name)
         assert g.name == name
         assert g.shapes and g.interp_shapes and g.special_cases
-        assert isinstance(g.tolerance, (Bitwise, Tolerance))
+        assert isinstance(g.tolerance, (Bitwise, Tolerance, Approximate))
         assert len(reference_source_sha256(name)) == 64
         for s in g.interp_shapes:
             inputs = g.make_inputs(s, 0, "cpu")
