@@ -230,39 +230,11 @@ def sol_flex_or_reference(q, k, v, cu, tau: float, sink: int) -> tuple[torch.Ten
     """Sol-Attn without a verified kernel: the op's fp64 selection, then FlexAttention over the kept 128-row blocks
     on CUDA (one document, the refiner's case), else the op group's reference. Returns the op's (out, mask)."""
     from rsi.refs import sol_attn
+    from rsi.refs.attention_baselines import sol_flex
 
     if q.device.type == "cuda" and cu.numel() == 2:
-        mask = sol_attn.selection_mask(q, k, cu, tau, sink)
-        return flex_sparse(q, k, v, mask.bool()), mask
+        return sol_flex(q, k, v, cu, tau, sink)
     return sol_attn.reference(q, k, v, cu, tau, sink)
-
-
-_FLEX: dict[str, Any] = {}
-
-
-def flex_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,
-                block: int = SOL_BLOCK) -> torch.Tensor:
-    """Block-sparse attention of one document through FlexAttention: q, k, v [S, H, D], keep bool [H, nQB, nKB]
-    (query block i attends key block j; sol_attn's mask of one document) -> [S, H, D]. The kept blocks are listed
-    as full blocks (the compiled kernel visits only them and applies no mask inside them); the mask_mod says the
-    same per element, which is what eager flex_attention (the CPU) evaluates. On CUDA flex_attention is compiled
-    once per process."""
-    from torch.nn.attention.flex_attention import BlockMask, flex_attention
-
-    S, H = q.shape[0], q.shape[1]
-    counts = keep.sum(-1, dtype=torch.int32)[None]                                     # [1, H, nQB]
-    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True).to(torch.int32)[None]  # kept blocks first
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        return keep[h, q_idx // block, kv_idx // block]
-
-    mask = BlockMask.from_kv_blocks(torch.zeros_like(counts), order, counts, order, BLOCK_SIZE=block,
-                                    mask_mod=mask_mod, seq_lengths=(S, S))
-    fn = flex_attention
-    if q.device.type == "cuda":
-        fn = _FLEX.setdefault("compiled", torch.compile(flex_attention, dynamic=False))
-    o = fn(*(t.transpose(0, 1)[None] for t in (q, k, v)), block_mask=mask)            # [1, H, S, D]
-    return o[0].transpose(0, 1)
 
 
 def describe(cfg: AttentionConfig | None = None) -> str:

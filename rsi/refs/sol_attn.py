@@ -101,6 +101,7 @@ import torch
 
 from rsi.contract import Approximate, OpGroup, Shape
 from rsi.refs import attention as dense
+from rsi.refs.attention_baselines import SOL_BASELINES
 from rsi.refs.common import ALL_SPECIALS, BF16, drawn, generator, randn
 
 OP = "sol_attn"
@@ -368,6 +369,7 @@ OP_GROUP = OpGroup(
     oracle=oracle,
     make_inputs=make_inputs,
     tolerance=Approximate(max_rel_l2=1.0, min_cosine=0.6, max_abs_frac=2.0, factor=1.1, floor_rel_l2=2e-3),
+    baselines=SOL_BASELINES,
     shapes=(
         _shape("h3_stage1", 10304, dense.H3_HEADS, 2),   # 10,250 used rows (512 text first) + pad document
         _shape("h3_full", 38272, dense.H3_HEADS, 2),     # 38,248 used rows + pad document

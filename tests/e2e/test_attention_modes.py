@@ -12,7 +12,8 @@ import torch
 
 from rsi import cli
 from rsi.refs import sol_attn
-from runtime.attention import Attention, AttentionConfig, flex_sparse, parse_taus, sdpa_documents
+from rsi.refs.attention_baselines import flex_block_sparse, sol_flex
+from runtime.attention import Attention, AttentionConfig, parse_taus, sdpa_documents
 from runtime.kernels import Kernels
 
 BF16 = torch.bfloat16
@@ -49,7 +50,7 @@ def test_sol_runs_only_in_the_refiner_after_its_dense_layers():
     for step in (0, 1, 2):
         att.at("stage2", step=step, layer=1)
         out = att.self_attn(q, k, v, [0, 256], sparse=True).view(256, 2, 32)
-        ref, mask = sol_attn.reference(q, k, v, torch.tensor([0, 256], dtype=torch.int32), (1.0, 1.5, 1.5)[step],
+        ref, _ = sol_attn.reference(q, k, v, torch.tensor([0, 256], dtype=torch.int32), (1.0, 1.5, 1.5)[step],
                                        0, block=16)
         assert torch.equal(out, ref)
     rep = att.report()
@@ -88,8 +89,12 @@ def test_flex_fallback_matches_the_sol_reference(S):
     assert 0 < sol_attn.mask_density(mask, cu) < 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # eager flex_attention warns that it is not compiled
-        out = flex_sparse(q, k, v, mask.bool())
+        out = flex_block_sparse(q, k, v, mask.bool())
+        out2, mask2 = sol_flex(q, k, v, cu, 1.0, 0)                  # the sol_attn incumbent: same selection
     assert (out.float() - ref.float()).abs().max() <= 2 ** -7 * ref.float().abs().max()
+    assert torch.equal(out2, out) and torch.equal(mask2, mask)
+    with pytest.raises(ValueError, match="one document"):
+        sol_flex(q, k, v, torch.tensor([0, 100, S], dtype=torch.int32), 1.0, 0)
 
 
 def test_config_and_tau_errors_name_the_flag():
