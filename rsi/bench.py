@@ -193,6 +193,7 @@ def run_bench(ops: list[str], root: str = ".", target: str | None = None, out_js
             row = assemble_row(name, shape.name, dict(shape.dims), op.bytes_moved(shape),
                                {k: s.summary() for k, s in samples.items()}, copy["gbps"], vname, notes,
                                tuple(b.name for b in op.baselines), label)
+            row["samples_us"] = {k: list(s.times_us) for k, s in samples.items()}   # per repetition, in order
             if "verified_aa" in row["impls"]:
                 row["aa_ratio"] = row["impls"]["verified_aa"]["p50_us"] / row["impls"]["verified"]["p50_us"]
             rows.append(row)

@@ -9,7 +9,9 @@ from rsi.verified import env_mismatch, locked_kernel, read_lock
 
 
 def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda",
-               timeout_s: float = 600.0, reps: int = 30) -> list[dict]:
+               timeout_s: float = 600.0, reps: int = 30, ops: list[str] | None = None) -> list[dict]:
+    """One row per locked kernel (``ops``: only those op groups); timed rows keep the judge's per-repetition
+    samples (``samples_us``)."""
     lock = read_lock(root)
     if target is None:
         local = detect_local()
@@ -23,6 +25,8 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
                             target=targets[0] if len(targets) == 1 else None)) as judge:
         for tgt in targets:
             for op in sorted(lock.get("targets", {}).get(tgt, {})):
+                if ops is not None and op not in ops:
+                    continue
                 vk = locked_kernel(root, tgt, op)
                 row = {"target": tgt, "op": op, "kernel": vk.path.name}
                 if backend == "cuda":
@@ -39,6 +43,7 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
                                       "timings": [{"bucket": r["bucket"], "p50_us": r["p50_us"],
                                                    "pct_copy": r["pct_copy"],
                                                    "vs": {k: [b["speedup"], *b["ci95"]]
-                                                          for k, b in r["baselines"].items()}}
+                                                          for k, b in r["baselines"].items()},
+                                                   "samples_us": r.get("samples_us", {})}
                                                   for r in v.get("timings", [])]})
     return results

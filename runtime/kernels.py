@@ -4,6 +4,11 @@
 shape bucket; a missing lock entry, a hard environment mismatch, a shape outside every verified bucket or no GPU
 target means the reference from ``rsi.refs`` runs instead. Every choice is logged and kept for the run summary.
 No import-time swapping (STYLE.md): the choice is made here, visibly, per shape.
+
+Every call is timed, as attention is (runtime/attention.py): CUDA events around the call on a CUDA tensor (read once
+the request is done, so nothing synchronizes inside the loop), the host clock otherwise. ``op_times()`` gives seconds
+and calls per (op, dims) since the last ``reset_times()``: the pipeline's own per-op profile, which ``rsi nightly``
+ranks op groups by (rsi/nightly/next.py).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +75,7 @@ class Kernels:
             target = t.name if t else None
         self.mode, self.root, self.target, self._env = mode, root, target, env
         self._cache: dict[tuple, Choice] = {}
+        self.reset_times()
         from runtime.attention import Attention
 
         self.attention = Attention(kernels=self)     # the run's attention (runtime/attention.py); dense by default
@@ -93,8 +100,7 @@ class Kernels:
         dims = op_dims(op, args)
         key = (op, tuple(sorted(dims.items())))
         choice = self._cache.get(key) or self._resolve(op, dims, key)
-        choice.calls += 1
-        return choice.fn(*args)
+        return self._timed(key, choice, args)
 
     def call_or(self, op: str, fallback: Callable[..., Any], *args: Any) -> Any:
         """As ``call``, but where no verified kernel serves these dims ``fallback`` runs instead of the op group's
@@ -102,8 +108,39 @@ class Kernels:
         dims = op_dims(op, args)
         key = (op, tuple(sorted(dims.items())))
         choice = self._cache.get(key) or self._resolve(op, dims, key, fallback)
+        return self._timed(key, choice, args)
+
+    # ------------------------------------------------------------------------------------------ per-op timing
+    def reset_times(self) -> None:
+        self._seconds: dict[tuple, float] = {}
+        self._calls: dict[tuple, int] = {}
+        self._events: list[tuple[tuple, Any, Any]] = []
+
+    def _timed(self, key: tuple, choice: Choice, args: tuple) -> Any:
         choice.calls += 1
-        return choice.fn(*args)
+        self._calls[key] = self._calls.get(key, 0) + 1
+        cuda = next((a.is_cuda for a in args if isinstance(a, torch.Tensor)), False)
+        if cuda:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            out = choice.fn(*args)
+            e.record()
+            self._events.append((key, s, e))
+            return out
+        t0 = time.perf_counter()
+        out = choice.fn(*args)
+        self._seconds[key] = self._seconds.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    def op_times(self) -> list[dict[str, Any]]:
+        """Per (op, dims) since the last reset: seconds (CUDA events or host clock), calls, and the kernel that ran."""
+        if self._events:
+            torch.cuda.synchronize()
+            for key, s, e in self._events:
+                self._seconds[key] = self._seconds.get(key, 0.0) + s.elapsed_time(e) / 1e3
+            self._events = []
+        return [{"op": self._cache[k].op, "dims": dict(self._cache[k].dims), "kernel": self._cache[k].kernel,
+                 "calls": n, "seconds": self._seconds.get(k, 0.0)} for k, n in self._calls.items()]
 
     def _resolve(self, op: str, dims: dict[str, int], key: tuple, fallback: Callable[..., Any] | None = None
                  ) -> Choice:

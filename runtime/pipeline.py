@@ -314,6 +314,7 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
                      + ("only the DiT is loaded from --weights, so " if req.weights else "")
                      + "the output is noise")
     timer.stages["attention"] = kernels.attention.report()
+    timer.stages["ops"] = kernels.op_times()                  # seconds per (op, dims) in the request
     notes.append("attention: " + describe_attention(kernels.attention.cfg))
     return Result(
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),

@@ -123,6 +123,7 @@ class TwoStage:
         """One request end to end (``steps1``/``steps2`` truncate the schedules: the warm-up's one forward each)."""
         req, p, dev = self.req, self.plan, self.device
         self.kernels.attention.reset()
+        self.kernels.reset_times()
         with timer("text"):
             cond = self.encoder.encode(req.prompt)
         if cond.shape[0] != self.text_len:
@@ -169,7 +170,8 @@ class TwoStage:
                                 check=lambda tmp: check_mp4(tmp, frames.shape[0], p.fps, wave.shape[1] / sr,
                                                             name=req.out, source=frames))
         return {"frames": frames, "wave": wave, "z_draft": zv, "z_audio": za, "z_upscaled": z2, "z_ltx": zl,
-                "z_refined": zr, "mp4": mp4, "stage2_context": ctx_info, "attention": self.kernels.attention.report()}
+                "z_refined": zr, "mp4": mp4, "stage2_context": ctx_info, "attention": self.kernels.attention.report(),
+                "ops": self.kernels.op_times()}
 
 
 def _truncate(schedule, steps: int):
@@ -214,6 +216,7 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
         rt.stages["request_total_no_mux"] = rt.stages["request_total"] - rt.stages.get("mux", 0.0)
         rt.stages["stage2_context_hit"] = out["stage2_context"]["hit"]
         rt.stages["attention"] = out["attention"]
+        rt.stages["ops"] = out["ops"]                   # seconds per (op, dims) in this request
         runs.append(rt.stages)
         progress(f"request {i + 1}/{req.repeat}: {rt.stages['request_total']:.3f} s")
     steady = dict(runs[-1])

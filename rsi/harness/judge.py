@@ -451,4 +451,6 @@ def _row(op: OpGroup, shape: Shape, samples: dict, nbytes: int, copy_bw: dict, p
     row["timed_outputs_checked"] = cand.checked
     row["hidden_work_gap_us"] = T.hidden_work_gap(cs, [s for n, s in samples.items()
                                                         if n in ("eager", "compile", "copy")])
+    # every timed call in repetition order (the same input set per index in every run): rsi nightly pairs them
+    row["samples_us"] = {name: list(s.times_us) for name, s in samples.items()}
     return row
