@@ -1,0 +1,105 @@
+"""A nightly's findings: every figure compared (rsi/nightly/compare.py), and what changed around them.
+
+Regressions (exit code 1): a phase that failed (its command crashed or wrote nothing), a locked kernel the judge
+no longer accepts (any verdict but ``accepted``; under the interpreter that is correctness alone), and a gating
+figure slower beyond noise against the baseline or the history. Changes (reported, exit 0): the lock (its hash and
+the kernel per op), the environment (GPU, driver, CUDA, torch, Triton, Python, commit, dirty flag, host), context
+figures (eager, torch.compile, copy) that moved beyond noise, figures the baseline had and tonight lacks.
+Improvements: figures faster beyond noise. Notes: phases not run on this machine, figures not comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rsi.nightly.compare import Comparison, against_baseline, against_history, history_band
+from rsi.nightly.figure import Figure
+from rsi.nightly.history import NightlyRun
+
+ENV_KEYS = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "python", "rsi_commit",
+            "rsi_dirty", "host")
+ORDER = {"regression": 0, "change": 1, "improvement": 2, "note": 3}
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str           # regression, change, improvement, note
+    kind: str               # phase, verify, slower, faster, lock, env, missing, skipped
+    what: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def comparisons(figs: dict[str, Figure], base: NightlyRun | None, history: list[NightlyRun]) -> list[Comparison]:
+    out = []
+    for key, f in figs.items():
+        past = [h.figures[key] for h in history if key in h.figures]
+        if base is not None and key in base.figures:
+            same = [p for p in past if p.setup == f.setup]
+            out.append(against_baseline(f, base.figures[key], history_band(same)))
+        h = against_history(f, past)
+        if h is not None:
+            out.append(h)
+    return out
+
+
+def _fmt(c: Comparison, unit: str) -> str:
+    return (f"{c.ratio:.3f}x the {c.against} (95% CI {c.ci[0]:.3f}-{c.ci[1]:.3f}, {c.n} pairs) beyond the noise band "
+            f"{100 * c.band:.1f}% ({c.band_from}); {c.against} median {c.ref_median:.4g} {unit}")
+
+
+def assess(figs: dict[str, Figure], comps: list[Comparison], phases: list[dict[str, Any]],
+           verdicts: list[dict[str, Any]], run: dict[str, Any], base: NightlyRun | None) -> list[Finding]:
+    """``run``: tonight's env and lock; ``phases``: the phase records (rsi/nightly/run.py)."""
+    out: list[Finding] = []
+    for p in phases:
+        if p["status"] == "failed":
+            out.append(Finding("regression", "phase", p["name"], f"{p.get('error', '')} (exit {p.get('rc')})"))
+        elif p["status"] == "skipped":
+            out.append(Finding("note", "skipped", p["name"], p["error"]))
+    old = {(v["target"], v["op"]): v for v in (base.summary.get("verdicts", []) if base else [])}
+    for v in verdicts:
+        if v["status"] != "accepted":
+            was = old.get((v["target"], v["op"]))
+            since = f"; baseline: {was['status']}" if was else ""
+            out.append(Finding("regression", "verify", f"{v['op']} ({v['kernel']})",
+                               f"{v['status']}: {v['reason']}{since}"))
+    for c in comps:
+        f = figs[c.key]
+        if c.status == "slower":
+            out.append(Finding("regression" if f.gates else "change", "slower", f.label, _fmt(c, f.unit)))
+        elif c.status == "faster":
+            out.append(Finding("improvement", "faster", f.label, _fmt(c, f.unit)))
+    if base is not None:
+        out += _changes(run, base)
+        for key in sorted(set(base.figures) - set(figs)):
+            out.append(Finding("change", "missing", base.figures[key].label, "measured by the baseline, not tonight"))
+    return sorted(out, key=lambda f: ORDER[f.severity])
+
+
+def _changes(run: dict[str, Any], base: NightlyRun) -> list[Finding]:
+    out = []
+    lock, old = run.get("lock", {}), base.summary.get("lock", {})
+    if lock.get("sha256") != old.get("sha256"):
+        per_op = []
+        a, b = old.get("kernels", {}), lock.get("kernels", {})
+        for tgt in sorted(set(a) | set(b)):
+            for op in sorted(set(a.get(tgt, {})) | set(b.get(tgt, {}))):
+                x, y = a.get(tgt, {}).get(op), b.get(tgt, {}).get(op)
+                if x != y:
+                    per_op.append(f"{tgt} {op}: {x or 'none'} -> {y or 'none'}")
+        out.append(Finding("change", "lock", "verified_kernels/LOCK.json",
+                           f"sha256 {str(old.get('sha256'))[:12]} -> {str(lock.get('sha256'))[:12]}"
+                           + (": " + "; ".join(per_op) if per_op else "")))
+    env, benv = run.get("env", {}), base.env
+    diffs = [f"{k}: {benv.get(k)} -> {env.get(k)}" for k in ENV_KEYS if benv.get(k) != env.get(k)]
+    if diffs:
+        out.append(Finding("change", "env", "environment", "; ".join(diffs)))
+    return out
+
+
+def exit_code(findings: list[Finding]) -> int:
+    return 1 if any(f.severity == "regression" for f in findings) else 0
