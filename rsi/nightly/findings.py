@@ -75,9 +75,18 @@ def assess(figs: dict[str, Figure], comps: list[Comparison], phases: list[dict[s
             out.append(Finding("improvement", "faster", f.label, _fmt(c, f.unit)))
     if base is not None:
         out += _changes(run, base)
+        ran = {p["name"] for p in phases if p["status"] == "ok"}
         for key in sorted(set(base.figures) - set(figs)):
-            out.append(Finding("change", "missing", base.figures[key].label, "measured by the baseline, not tonight"))
+            if phase_of(key) in ran:                  # a phase tonight did not run is not a missing figure
+                out.append(Finding("change", "missing", base.figures[key].label,
+                                   "measured by the baseline, not by tonight's phase " + phase_of(key)))
     return sorted(out, key=lambda f: ORDER[f.severity])
+
+
+def phase_of(key: str) -> str:
+    """The phase that measures a figure: verify/<op>/.. -> verify:<op>, pipeline/<route>/.. -> pipeline:<route>."""
+    kind, name = key.split("/")[:2]
+    return f"{kind}:{name}"
 
 
 def _changes(run: dict[str, Any], base: NightlyRun) -> list[Finding]:

@@ -86,7 +86,8 @@ def test_findings_and_exit_code():
     run_info = {"env": {"torch": "2.13", "driver": "1"}, "lock": {"sha256": "bbb", "kernels": {"h200": {"m": "m/new"}}}}
     verdict = [{"target": "h200", "op": "m", "kernel": "m/new", "status": "rejected", "reason": "[correctness] x"}]
     figs = {fig.key: fig, ctx.key: ctx}
-    fs = F.assess(figs, [_cmp(fig.key, "same"), _cmp(ctx.key, "slower")], [], verdict, run_info, base)
+    ran = [{"name": "verify:gone", "status": "ok"}]
+    fs = F.assess(figs, [_cmp(fig.key, "same"), _cmp(ctx.key, "slower")], ran, verdict, run_info, base)
     assert F.exit_code(fs) == 1 and fs[0].severity == "regression" and fs[0].kind == "verify"
     assert "baseline: accepted" in fs[0].detail
     kinds = {(f.severity, f.kind) for f in fs}
@@ -97,6 +98,7 @@ def test_findings_and_exit_code():
     ok = F.assess(figs, [_cmp(fig.key, "faster")], [{"name": "bench:m", "status": "skipped", "error": "no GPU"}],
                   [], run_info, None)
     assert F.exit_code(ok) == 0 and {f.severity for f in ok} == {"improvement", "note"}
+    assert not [f for f in F.assess(figs, [], [], [], run_info, base) if f.kind == "missing"]   # verify:gone not run
     failed = F.assess({}, [], [{"name": "pipeline:two-stage", "status": "failed", "error": "no output", "rc": 1}],
                       [], run_info, None)
     assert F.exit_code(failed) == 1
