@@ -7,8 +7,11 @@ cd "$(dirname "$0")/../.."
 mkdir -p .whl .tools
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 # diffusers: the peer library the runtime uses (its other needs are in the image); av: PyAV for the MP4 mux
+# matplotlib, pandas and their dependencies: rsi nightly's report (the versions pip resolved for pyproject on the CPU side)
 for w in optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
-    diffusers==0.42.1 importlib_metadata==8.7.0 av==16.0.1; do
+    diffusers==0.42.1 importlib_metadata==8.7.0 av==16.0.1 \
+    matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 pyparsing==3.3.3 \
+    pillow==13.0.0 pandas==3.1.1 python-dateutil==4.0.0 tzdata==2026.6; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
     -d .whl "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --implementation cp $PLAT -d .whl "$w"
 done
