@@ -241,7 +241,8 @@ class OpGroup:
     special_cases: Sequence[SpecialCase]
     bytes_moved: Callable[[Shape], int]     # compulsory bytes read + written (physics gate, %-of-copy)
     flops: Callable[[Shape], int] = lambda s: 0   # arithmetic operations (counting rule above)
-    flops_kind: str = "cuda"                # "tensor": matmul FLOPs, gated by the tensor-core peak (rsi.harness.gates)
+    flops_kind: str = "cuda"                # "tensor" / "tensor_fp8": matmul FLOPs, gated by the bf16 / fp8
+                                            # tensor-core peak (rsi.harness.gates)
     noncontiguous_inputs: Sequence[str] = ()     # inputs that are strided views in the production layout
     special_inputs: Sequence[int] = ()      # positions special values are applied to (empty: every float input)
     input_names: Sequence[str] = ()

@@ -2,7 +2,8 @@
 
 Bandwidths and peaks are datasheet figures (leads, not measurements); the physics gate
 (``rsi.harness.gates``) uses the copy bandwidth measured in the same run, and ``peak_tflops`` as an upper bound on
-FLOP/s: the dense bf16 tensor-core peak for ops whose FLOPs are matmul (``flops_kind == "tensor"``), else the fp32
+FLOP/s: the dense bf16 tensor-core peak for ops whose FLOPs are matmul (``flops_kind == "tensor"``), the dense fp8
+one where the operands may be e4m3 (``"tensor_fp8"``), else the fp32
 CUDA-core (non-tensor) peak. Spec values, not measured ones, so that the bound is never below what the chip can do
 (the H200 measured ~790 of its 989 dense bf16 TFLOP/s).
 """
@@ -29,13 +30,16 @@ class Target:
         return feature in self.features
 
     def peak_tflops(self, kind: str) -> float:
-        """The FLOP/s ceiling for work of ``kind``: "tensor" (matmul on tensor cores, dense bf16) or "cuda"
-        (everything else: CUDA-core fp32)."""
+        """The FLOP/s ceiling for work of ``kind``: "tensor" (matmul on tensor cores, dense bf16), "tensor_fp8"
+        (matmul with e4m3/e5m2 operands: the dense fp8 tensor-core peak, 2x bf16 on sm90) or "cuda" (everything
+        else: CUDA-core fp32)."""
         if kind == "tensor":
             return self.bf16_tflops
+        if kind == "tensor_fp8":
+            return self.fp8_tflops
         if kind == "cuda":
             return self.fp32_tflops
-        raise ValueError(f"unknown FLOP kind {kind!r} (expected 'tensor' or 'cuda')")
+        raise ValueError(f"unknown FLOP kind {kind!r} (expected 'tensor', 'tensor_fp8' or 'cuda')")
 
 
 TARGETS: dict[str, Target] = {t.name: t for t in (

@@ -7,7 +7,8 @@ a. bandwidth: the op's compulsory bytes (``op.bytes_moved``) over the candidate'
    ``copy_factor`` (default 1.05) x the device-to-device copy bandwidth measured in the same run: faster than a copy
    means L2 residency, skipped work or a miscount, not a faster kernel;
 b. FLOP/s: ``op.flops(shape)`` over the p50 may not exceed the peak of the target (``rsi.targets.peak_tflops``): the
-   dense bf16 tensor-core peak for ops whose FLOPs are matmul (``op.flops_kind == "tensor"``), else the fp32
+   dense bf16 tensor-core peak for ops whose FLOPs are matmul (``op.flops_kind == "tensor"``), the dense fp8 one for
+   matmul whose operands may be e4m3 (``"tensor_fp8"``: attention_fp8, fp8_linear), else the fp32
    CUDA-core peak (the op groups today are elementwise); ops without a FLOP count (0) skip this check;
 c. wall clock: ``wall_min_ratio`` (min over repetitions of the host wall-clock time the judge measured around the
    call / the CUDA-event time of that call) below 1 means an event interval longer than the wall-clock interval
@@ -40,7 +41,8 @@ def _num(x: Any) -> float:
 
 
 def flops_kind(op: Any) -> str:
-    """"tensor" for ops whose FLOPs are matmul, else "cuda" (the default: elementwise op groups)."""
+    """"tensor" (bf16 matmul) or "tensor_fp8" (fp8 matmul) for ops whose FLOPs are matmul, else "cuda" (the
+    default: elementwise op groups)."""
     return getattr(op, "flops_kind", "cuda") or "cuda"
 
 
@@ -48,8 +50,8 @@ def resolve_peak(kind: str, params: dict) -> tuple[float, str]:
     """(peak TFLOP/s, what it is) for FLOPs of ``kind``; raises ValueError for an unknown kind."""
     from rsi import targets
 
-    label = "tensor-core dense bf16" if kind == "tensor" else "CUDA-core fp32"
-    if kind not in ("tensor", "cuda"):
+    label = {"tensor": "tensor-core dense bf16", "tensor_fp8": "tensor-core dense fp8"}.get(kind, "CUDA-core fp32")
+    if kind not in ("tensor", "tensor_fp8", "cuda"):
         raise ValueError(f"unknown flops_kind {kind!r}")
     if params.get("peak_tflops") is not None:
         return _num(params["peak_tflops"]), f"{label} peak override"

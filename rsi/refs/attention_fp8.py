@@ -50,9 +50,9 @@ x 1e-39 (bf16 subnormals: scales below fp32's normal range, scores underflow to 
 (normal: a subnormal output has bf16's fixed spacing 2^-133, a relative error that reached 0.09 in the reference
 itself at 67 rows and grows with the length).
 
-Shapes, layouts, dims_of, fake, schema, flops and bytes: attention's. flops_kind "tensor": the physics gate compares
-with the dense bf16 tensor-core peak (989 TFLOP/s on the H200), which an honest fp8 kernel exceeds above ~1.74x
-cuDNN's 567 TFLOP/s at h3_full (the fp8 peak is 1,979); the 1.6x target is under it. Incumbents (``baselines``):
+Shapes, layouts, dims_of, fake, schema, flops and bytes: attention's. flops_kind "tensor_fp8": the physics gate
+compares with the dense fp8 tensor-core peak (1,979 TFLOP/s on the H200; the bf16 peak, 989, would reject an honest
+fp8 kernel above ~1.74x cuDNN's 567 TFLOP/s at h3_full). Incumbents (``baselines``):
 attention's, dense bf16 SDPA per backend and FlexAttention (rsi/refs/attention_baselines.py), which pass this class
 (rel-L2 0.002 on the CPU: flash, flex): an fp8 kernel is promoted only if it beats dense attention.
 """
@@ -185,7 +185,7 @@ OP_GROUP = OpGroup(
     special_cases=SPECIAL_CASES,
     bytes_moved=A.bytes_moved,
     flops=A.flops,
-    flops_kind="tensor",
+    flops_kind="tensor_fp8",
     noncontiguous_inputs=("v",),
     special_inputs=(),
     input_names=("q", "k", "v", "cu_seqlens"),

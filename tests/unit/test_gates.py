@@ -74,6 +74,10 @@ def test_tensor_flops_use_the_tensor_core_peak():
     op = _op(flops=220_000_000_000, kind="tensor")  # 1100 TFLOP/s > 989
     why = physics_gate([_row("full")], op, COPY, H200)
     assert "full" in why and "1100.0 TFLOP/s" in why and "tensor-core" in why and "989" in why
+    # fp8 matmul: the same 1100 TFLOP/s is under the fp8 peak (1979); 2200 is not
+    assert physics_gate([_row("full")], _op(flops=220_000_000_000, kind="tensor_fp8"), COPY, H200) == ""
+    why = physics_gate([_row("full")], _op(flops=440_000_000_000, kind="tensor_fp8"), COPY, H200)
+    assert "dense fp8" in why and "1979" in why
 
 
 def test_peak_override_and_unknown_kind():
@@ -95,6 +99,7 @@ def test_peak_without_a_target_is_the_loosest_of_the_registry(monkeypatch):
 
 def test_target_peaks():
     assert peak_tflops("h200", "tensor") == 989 and peak_tflops("h200", "cuda") == 67
+    assert peak_tflops("h200", "tensor_fp8") == 1979
     assert peak_tflops(TARGETS["h100"], "cuda") == 67
     assert all(t.fp32_tflops > 0 and t.bf16_tflops > t.fp32_tflops for t in TARGETS.values())
     with pytest.raises(ValueError):

@@ -15,7 +15,8 @@ from rsi.refs.common import MAX_ROWS
 
 OPS = op_names()
 TRITON_REFERENCE = {"lora_consumer"}  # its reference is a Triton kernel: runs under TRITON_INTERPRET=1 only
-TENSOR_OPS = {"attention", "attention_fp8", "sol_attn"}   # matmul FLOPs: gated by the tensor-core peak
+TENSOR_OPS = {"attention", "sol_attn"}   # bf16 matmul FLOPs: gated by the bf16 tensor-core peak
+FP8_OPS = {"attention_fp8", "fp8_linear"}   # e4m3 matmul FLOPs: gated by the fp8 tensor-core peak
 
 
 def _interp() -> bool:
@@ -240,8 +241,8 @@ def test_flops(name):
         f = g.flops(s)
         assert isinstance(f, int)
         assert (f > 0) == arithmetic, (name, s, f)
-    assert g.flops_kind == ("tensor" if name in TENSOR_OPS else "cuda"), name
-    if arithmetic and g.flops_kind == "tensor":   # attention: quadratic in the document length
+    assert g.flops_kind == ("tensor" if name in TENSOR_OPS else "tensor_fp8" if name in FP8_OPS else "cuda"), name
+    if arithmetic and g.flops_kind in ("tensor", "tensor_fp8") and "docs" in g.shapes[0].dims:   # attention: quadratic
         s = next(s for s in g.shapes if s.dims["docs"] == 1)
         double = type(s)(s.name, {**s.dims, "rows": 2 * s.dims["rows"]})
         assert g.flops(double) == 4 * g.flops(s)
