@@ -195,11 +195,11 @@ def _search_root(o: Options) -> None:
 
 
 def _print(rep, files) -> None:
-    from rsi.nightly.report import _counts, _headline
+    from rsi.nightly.report import counts, headline
 
-    cls, head = _headline(rep)
+    cls, head = headline(rep)
     console.print(f"[{'red' if cls == 'bad' else 'green'}]{escape(head)}[/]")
-    for line in _counts(rep):
+    for line in counts(rep):
         console.print(escape(line), soft_wrap=True)
     t = Table(title="findings (regressions first)")
     for c in ("severity", "what", "detail"):

@@ -66,14 +66,14 @@ def _plots(rep: T.Report) -> dict[str, bytes]:
     return out
 
 
-def _headline(rep: T.Report) -> tuple[str, str]:
+def headline(rep: T.Report) -> tuple[str, str]:
     n = sum(f.severity == "regression" for f in rep.findings)
     if rep.code:
         return "bad", f"REGRESSED (exit 1): {n} regression{'s' * (n != 1)}"
     return "ok", "no regression (exit 0)"
 
 
-def _counts(rep: T.Report) -> list[str]:
+def counts(rep: T.Report) -> list[str]:
     st = rep.state
     base = (f"baseline {rep.base.id} ({rep.base.where})" if rep.base else "no baseline (first nightly of this "
             "target, or --baseline none)")
@@ -114,14 +114,14 @@ def _img(png: bytes | None, alt: str) -> str:
 
 
 def render_html(rep: T.Report, pngs: dict[str, bytes]) -> str:
-    cls, head = _headline(rep)
+    cls, head = headline(rep)
     routes, ops = _groups(rep)
     e = html.escape
     p = [(f"<!doctype html><html><head><meta charset='utf-8'><title>rsi nightly {e(rep.state['run_id'])}</title>"
          f"<style>{CSS}</style></head><body>"),
          f"<h1>rsi nightly {e(rep.state['run_id'])}</h1>",
          f"<section id='summary'><h2>Summary</h2><div class='{cls}'><b>{e(head)}</b></div><ul>"
-         + "".join(f"<li>{e(x)}</li>" for x in _counts(rep)) + "</ul></section>",
+         + "".join(f"<li>{e(x)}</li>" for x in counts(rep)) + "</ul></section>",
          f"<section id='regressions'><h2>Regressions</h2>{_tbl(T.findings(rep, ('regression',)))}</section>",
          ("<section id='findings'><h2>Changes, improvements, notes</h2>"
          f"{_tbl(T.findings(rep, ('change', 'improvement', 'note')))}</section>"),
@@ -155,9 +155,9 @@ def _md(df: pd.DataFrame) -> str:
 
 
 def render_md(rep: T.Report, pngs: dict[str, bytes]) -> str:
-    _, head = _headline(rep)
+    _, head = headline(rep)
     routes, ops = _groups(rep)
-    out = [f"# rsi nightly {rep.state['run_id']}\n", f"**{head}**\n", *[f"- {x}" for x in _counts(rep)], "",
+    out = [f"# rsi nightly {rep.state['run_id']}\n", f"**{head}**\n", *[f"- {x}" for x in counts(rep)], "",
            "## Regressions\n", _md(T.findings(rep, ("regression",))),
            "## Changes, improvements, notes\n", _md(T.findings(rep, ("change", "improvement", "note"))),
            "## Locked kernels (rsi verify)\n", _no_verify(rep) + "\n" if _no_verify(rep) else _md(T.verdicts(rep)),
