@@ -129,3 +129,16 @@ def test_ranking_is_time_times_headroom_to_the_limit():
     cpu = rank(figs, None, None)                              # no target: limit unknown, ranked by time
     assert [x["op"] for x in cpu] == ["modulate", "swiglu"]
     assert all(x["limit"].startswith("unknown") for x in cpu)
+
+
+def test_a_second_nightly_exits_3_and_names_the_holder(tmp_path, monkeypatch, capsys):
+    from rsi import cli
+
+    lock = tmp_path / "lock"
+    monkeypatch.setenv(run.LOCK_ENV, str(lock))
+    argv = ["--db", str(tmp_path / "db"), "nightly", "--out", str(tmp_path / "n"), "--phases", "pipeline"]
+    with run.machine_lock(tmp_path / "first", str(lock)):
+        assert cli.main(argv) == 3
+    out = capsys.readouterr().out
+    assert "another nightly holds" in out and str(tmp_path / "first") in out
+    assert not (tmp_path / "n").exists()                      # nothing was run
