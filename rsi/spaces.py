@@ -24,6 +24,7 @@ Config = Mapping[str, Any]
 
 
 H3_HIDDEN = 5376  # the hidden size every row-kernel bucket uses (rsi/refs/modulate.py HIDDEN)
+H3_FFN = 14336    # H3's SwiGLU width F, the fp8 producers' swiglu_fp8 bucket (rsi/refs/swiglu.py FFN)
 LTX_DIM = 4096    # the LTX-2 video stream's model dim, the ltx_* op groups' timed bucket (rsi/refs/ltx_modulate.py)
 
 
@@ -96,6 +97,29 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # e4m3 q tile, at most 200 KB of the H200's 227 KB a block
     "fp8_attn_smem_fit": lambda c: (4 * max(c["num_stages"], 1) * c["BLOCK_N"] + 2 * c["BLOCK_N"] + c["BLOCK_M"])
     * 128 <= 200 * 1024,
+    # ---- fp8_linear (rsi/templates/fp8_linear.py): e4m3 GEMM tiles, x quantised in registers
+    # Hopper's wgmma gives each warpgroup (4 warps) 64 rows: BLOCK_M >= 16 rows a warp
+    "fp8_gemm_rows_per_warpgroup": lambda c: c["BLOCK_M"] >= 16 * c["num_warps"],
+    # live values a thread: the fp32 accumulator [BLOCK_M, BLOCK_N] and the fp32 x tile [BLOCK_M, BLOCK_K] being
+    # quantised, at most 192 of the 255 registers
+    "fp8_gemm_regs_fit": lambda c: c["BLOCK_M"] * (c["BLOCK_N"] + c["BLOCK_K"]) <= 192 * 32 * c["num_warps"],
+    # shared memory: num_stages e4m3 tiles of x and w (1 byte each) plus the bf16 epilogue tile, at most 200 KB
+    "fp8_gemm_smem_fit": lambda c: max(c["num_stages"], 1) * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"]
+    + 2 * c["BLOCK_M"] * c["BLOCK_N"] <= 200 * 1024,
+    # ---- fused fp8 producers (modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in registers
+    # modulate_fp8 at H3's 5376: 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
+    "fp8_modulate_regs_fit": lambda c: (6144 if c["SPLIT"] else 8192) * c["ROWS"] <= 96 * 32 * c["num_warps"],
+    # every piece gives each thread at least one 16-byte (8 x bf16) access
+    "fp8_modulate_vectors_16B": lambda c: (2048 if c["SPLIT"] else 8192) * c["ROWS"] >= 8 * 32 * c["num_warps"],
+    # swiglu_fp8: the pieces cover H3's F = 14336, a later piece never wider than an earlier one (none after a 0)
+    "fp8_swiglu_pieces_cover": lambda c: c["BLOCK_A"] + c["BLOCK_B"] + c["BLOCK_C"] >= H3_FFN,
+    "fp8_swiglu_pieces_ordered": lambda c: c["BLOCK_B"] <= c["BLOCK_A"] and c["BLOCK_C"] <= c["BLOCK_B"],
+    # at most 32 bf16 row values a thread (silu runs in fp64: its temporaries take two registers a value)
+    "fp8_swiglu_regs_fit": lambda c: (c["BLOCK_A"] + c["BLOCK_B"] + c["BLOCK_C"]) * c["ROWS"]
+    <= 32 * 32 * c["num_warps"],
+    # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
+    "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
+    "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
 }
 
 
@@ -184,6 +208,37 @@ def _heuristic_fp8_flash_tiles(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_fp8_gemm_tiles(space: Space) -> dict[str, Any]:
+    """fp8_linear: 128 x 128 output tiles (two warpgroups of 64 rows), 128 K a step (the e4m3 wgmma takes K in 32s),
+    8 warps, 3 stages, grouped ordering by 8 row blocks, the reciprocal quantiser, the accumulator promoted to fp32
+    every BLOCK_K (cuBLAS's default accuracy), one program per tile: the shape of Triton's Hopper matmul tutorial
+    for fp8. Not yet measured on the H200."""
+    c = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "RCP": 1,
+         "PREC": 1, "PERSIST": 0}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_fp8_modulate_rows(space: Space) -> dict[str, Any]:
+    """modulate_fp8: modulate's H200 choices (4096 + 2048 columns, one row, 4 warps, STREAM); not yet measured with
+    the canonical reduction and the quantiser."""
+    c = {"SPLIT": 1, "ROWS": 1, "num_warps": 4, "EVICT": "", "STREAM": 1}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
+    """swiglu_fp8: one row as 8192 + 4096 + 2048 columns (no idle lanes at F = 14336), 16 warps (28 values a
+    thread). Not yet measured."""
+    c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 16, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_fp8_merge_rows(space: Space) -> dict[str, Any]:
+    """head_merge_fp8: one destination row (a [64, 128] tile) per program, 8 warps (32 values a thread, four 16-byte
+    loads). Not yet measured."""
+    c = {"ROWS": 1, "num_warps": 8, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
@@ -196,6 +251,10 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "flash_tiles": _heuristic_flash_tiles,
     "fp8_flash_tiles": _heuristic_fp8_flash_tiles,
     "sparse_tiles": _heuristic_sparse_tiles,
+    "fp8_gemm_tiles": _heuristic_fp8_gemm_tiles,
+    "fp8_modulate_rows": _heuristic_fp8_modulate_rows,
+    "fp8_swiglu_rows": _heuristic_fp8_swiglu_rows,
+    "fp8_merge_rows": _heuristic_fp8_merge_rows,
 }
 
 
