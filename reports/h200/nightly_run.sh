@@ -12,7 +12,7 @@
 # stays warm; after a cold start restore them here from the last call's $OUT/nightly (store/rsi.db ->
 # .rsi/rsi.db, <step>/ -> .rsi/nightly/h200-<step>) and pass them with the run tool's carry.
 # Expected cost (estimates, not measured): first and second about 12-15 min each (rsi verify of 11 locked kernels,
-# rsi bench of every op group at 20 repetitions, the full two-stage route with a warm-up and 8 requests, the full
+# rsi bench of every op group at 20 repetitions, the full two-stage route with a warm-up and 9 requests, the full
 # single-stage route with 8 steps); slowed about 3 min (modulate's bench and the single-stage route only).
 # Needs .whl/ (matplotlib and pandas with their wheels included) and .tools/ from reports/h200/device_deps.sh.
 set -o pipefail
@@ -21,7 +21,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONUNBUFFERED=1 RSI_BWRAP=$PWD/.tools/bwrap PYTHONPATH=/tmp/site:$PWD TRITON_CACHE_DIR=/tmp/triton_cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/nightly/store"
 N=.rsi/nightly/h200
-COMMON=(--gpu h200 --reps 20 --repeat 8 --steps 8 --phase-timeout 540)
+COMMON=(--gpu h200 --reps 20 --repeat 9 --steps 8 --phase-timeout 540)
 case $STEP in
   first)  ARGS=(--out "$N-first" --baseline none) ;;
   second) ARGS=(--out "$N-second" --baseline "$N-first") ;;

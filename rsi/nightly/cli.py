@@ -41,8 +41,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     n.add_argument("--routes", default=",".join(ROUTES), help="pipeline routes (default two-stage,single-stage)")
     n.add_argument("--size", choices=["auto", "tiny", "full"], default="auto",
                    help="pipeline model size: full on a GPU, tiny on the CPU (default auto)")
-    n.add_argument("--repeat", type=int, default=8, help="two-stage requests after the warm-up; all but the first "
-                                                         "are the steady state (default 8: 7 samples per stage)")
+    n.add_argument("--repeat", type=int, default=9, help="two-stage requests after the warm-up; all but the first "
+                                                         "are the steady state (default 9: 8 samples per stage, 7 "
+                                                         "A/A pairs of consecutive requests)")
     n.add_argument("--steps", type=int, default=8, help="single-stage denoising steps (default 8)")
     n.add_argument("--reps", type=int, default=30, help="timed repetitions of rsi verify and rsi bench (default 30)")
     n.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds before a phase is killed and "

@@ -55,11 +55,13 @@ def assess(figs: dict[str, Figure], comps: list[Comparison], phases: list[dict[s
            verdicts: list[dict[str, Any]], run: dict[str, Any], base: NightlyRun | None) -> list[Finding]:
     """``run``: tonight's env and lock; ``phases``: the phase records (rsi/nightly/run.py)."""
     out: list[Finding] = []
+    skipped: dict[str, list[str]] = {}
     for p in phases:
         if p["status"] == "failed":
             out.append(Finding("regression", "phase", p["name"], f"{p.get('error', '')} (exit {p.get('rc')})"))
         elif p["status"] == "skipped":
-            out.append(Finding("note", "skipped", p["name"], p["error"]))
+            skipped.setdefault(p["error"], []).append(p["name"])
+    out += [Finding("note", "skipped", ", ".join(names), why) for why, names in skipped.items()]
     old = {(v["target"], v["op"]): v for v in (base.summary.get("verdicts", []) if base else [])}
     for v in verdicts:
         if v["status"] != "accepted":

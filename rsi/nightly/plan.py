@@ -38,7 +38,7 @@ class Options:
     routes: tuple[str, ...] = ROUTES
     size: str = "tiny"
     reps: int = 30                        # judge and bench repetitions
-    repeat: int = 8                       # two-stage requests (first + 7 steady: 7 pairs, the CI's minimum)
+    repeat: int = 9                       # two-stage requests: first + 8 steady (8 pairs, 7 A/A pairs: the minimum)
     steps: int = 8                        # single-stage denoising steps (8 step samples, 7 A/A pairs)
     prompt: str = PROMPT
     budget: str = "4,10m"                 # search budget per op group
