@@ -1,8 +1,10 @@
-"""``rsi attention-quality``: what a lossy attention class costs end to end, so a user can choose tau with numbers.
+"""``rsi attention-quality`` (alias ``rsi quality``): what a lossy class costs end to end, so a user can choose tau
+(or FP8) with numbers.
 
 The LTX-2 refiner (tiny on the CPU, full on a GPU; random weights from the seed) refines one seeded latent with
-dense attention and then with each lossy variant (``--attention sol`` per ``--sol-tau`` schedule, or ``fp8``),
-from the same seed, noise and context. Per refiner update it reports the video latent's relative L2 error against
+dense attention and bf16 linears, and then with each lossy variant (``--attention sol`` per ``--sol-tau``
+schedule, ``--attention fp8``, and/or ``--precision fp8``: the blocks' linears in e4m3, runtime/precision.py, on a
+second copy of the refiner made from the same seed), from the same seed, noise and context. Per refiner update it reports the video latent's relative L2 error against
 the dense run, the PSNR of the decoded frames (LTX-2 VAE, random weights) against the dense run's frames, the
 Sol-Attn density (kept block pairs / all, averaged over the sparse layers) and the attention seconds.
 
@@ -44,8 +46,11 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 def variants(args: argparse.Namespace) -> list[AttentionConfig]:
     from runtime.request import sol_default
 
-    if args.attention == "fp8":
-        return [AttentionConfig("fp8")]
+    if args.attention == "dense" and args.precision == "bf16":
+        raise ValueError("--attention dense with --precision bf16 is the reference itself: choose a lossy "
+                         "--attention (sol, fp8) or --precision fp8")
+    if args.attention in ("fp8", "dense"):
+        return [AttentionConfig(args.attention)]
     layers = sol_default(args.sol_dense_layers, "dense_layers", args.config)
     block = sol_default(args.sol_block, "block", args.config)
     return [AttentionConfig("sol", parse_taus(t), layers, block) for t in (args.sol_tau or ["1.0,1.25,1.5"])]
@@ -66,6 +71,12 @@ def run(args: argparse.Namespace, progress=print) -> dict[str, Any]:
     t0 = time.perf_counter()
     progress(f"building the {args.config} refiner and LTX-2 VAE (random weights, seed {args.seed})")
     refiner = Refiner(build_refiner(args.config, dev, args.seed + 106), kernels)
+    lossy, precision = refiner, None
+    if args.precision == "fp8":                   # a second copy from the same seed, its linears in e4m3
+        from runtime.precision import to_fp8_
+
+        lossy = Refiner(build_refiner(args.config, dev, args.seed + 106), kernels)
+        precision = to_fp8_(lossy.m.transformer_blocks, kernels)
     vae = None if args.no_decode else build_ltx_vae(args.config, dev, args.seed + 103)
     ctx, actx, _ = stage2_context("", True, args.config, dev, args.seed, args.prompt_cache)
     na = round((8 * (F_ - 1) + 1) / 24.0 * LTX_AUDIO_LATENTS_PER_S)
@@ -75,11 +86,12 @@ def run(args: argparse.Namespace, progress=print) -> dict[str, Any]:
     st = refiner.prepare(ctx, actx, F_, H, W, na)
     build_s = time.perf_counter() - t0
 
-    def one(cfg: AttentionConfig) -> tuple[list[torch.Tensor], dict[str, Any], float]:
+    def one(cfg: AttentionConfig, model: Refiner) -> tuple[list[torch.Tensor], dict[str, Any], float]:
         kernels.attention = Attention(cfg, kernels)
         trace: list[torch.Tensor] = []
         t = time.perf_counter()
-        refine(refiner, z, audio, st, args.seed, trace=trace)
+        refine(model, z, audio, st if model is refiner else model.prepare(ctx, actx, F_, H, W, na), args.seed,
+               trace=trace)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return trace, kernels.attention.report(), time.perf_counter() - t
@@ -88,20 +100,20 @@ def run(args: argparse.Namespace, progress=print) -> dict[str, Any]:
         return None if vae is None else decode_ltx(vae, latent).cpu()
 
     progress("dense run")
-    dense, dense_rep, dense_s = one(AttentionConfig("dense"))
+    dense, dense_rep, dense_s = one(AttentionConfig("dense"), refiner)
     dense_frames = [frames(x) for x in dense]
     out: dict[str, Any] = {
         "config": args.config, "device": str(dev), "latent": [1, 128, F_, H, W], "seed": args.seed,
         "kernels": args.kernels, "sigmas": list(SIGMAS), "build_s": build_s,
         "dense": {"refine_s": dense_s, "attention_s": dense_rep["seconds"].get("stage2", 0.0)},
-        "variants": [], "command": " ".join(sys.argv),
+        "variants": [], "command": " ".join(sys.argv), "precision": {"mode": args.precision, **(precision or {})},
         "notes": [("random weights and a seeded-noise input latent: the errors measure how far the lossy class "
                    "moves this network's output, not image quality"),
                   *([("CPU: the refiner runs in fp32, the lossy references return bf16 (one extra rounding "
                       "inside the measured error)")] if dev.type == "cpu" else [])]}
     for cfg in cfgs:
         progress(f"{cfg.mode} run" + (f", tau {','.join(f'{t:g}' for t in cfg.taus)}" if cfg.mode == "sol" else ""))
-        trace, rep, secs = one(cfg)
+        trace, rep, secs = one(cfg, lossy)
         steps = []
         for i, (x, xd) in enumerate(zip(trace, dense)):
             row = {"step": i + 1, "latent_rel_l2": rel_l2(x, xd)}
@@ -112,17 +124,21 @@ def run(args: argparse.Namespace, progress=print) -> dict[str, Any]:
                 p = psnr(frames(x), dense_frames[i])
                 row["psnr_db"] = "inf" if math.isinf(p) else p
             steps.append(row)
-        out["variants"].append({**cfg.to_json(), "steps": steps, "refine_s": secs,
+        out["variants"].append({**cfg.to_json(), "precision": args.precision, "steps": steps, "refine_s": secs,
                                 "attention_s": rep["seconds"].get("stage2", 0.0), "calls": rep["calls"]})
     return out
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "attention-quality", help="refine one latent with dense and with lossy attention (sol, fp8) from the same "
+        "attention-quality", aliases=["quality"], help="refine one latent with dense and with lossy attention (sol, fp8) from the same "
                                   "seed; latent error and decoded-frame PSNR per update",
         description=__doc__.split("\n\n")[1] if __doc__ else None)
-    p.add_argument("--attention", default="sol", choices=["sol", "fp8"], help="the lossy class (default sol)")
+    p.add_argument("--attention", default="sol", choices=["sol", "fp8", "dense"],
+                   help="the attention class of the variant (default sol; dense with --precision fp8 isolates the "
+                        "FP8 linears)")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8"],
+                   help="the variant's block linears: bf16 (default) or fp8 (e4m3 weights per output channel)")
     p.add_argument("--sol-tau", action="append", default=None,
                    help="a tau schedule, comma-separated per refiner update; repeat the flag to compare several "
                         "(default 1.0,1.25,1.5)")
@@ -179,11 +195,11 @@ def main(args: argparse.Namespace) -> int:
                     f"{'x'.join(map(str, res['latent'][2:]))}, vs dense from the same seed (lossy rows)")
     for c in ("class", "step", "tau", "density", "latent rel-L2", "PSNR dB", "attention s"):
         t.add_column(c, justify="right" if c != "class" else "left")
-    t.add_row("dense (exact)", "all", "", "1.000", "0", "inf", f"{res['dense']['attention_s']:.3f}")
+    t.add_row("dense attention, bf16 linears (reference)", "all", "", "1.000", "0", "inf", f"{res['dense']['attention_s']:.3f}")
     for v in res["variants"]:
         for r in v["steps"]:
             p = r.get("psnr_db")
-            t.add_row(f"{v['mode']} (lossy)", str(r["step"]), f"{r['tau']:g}" if "tau" in r else "",
+            t.add_row(f"{v['mode']} attention, {v['precision']} linears (lossy)", str(r["step"]), f"{r['tau']:g}" if "tau" in r else "",
                       f"{r['density']:.3f}" if r.get("density") is not None else "",
                       f"{r['latent_rel_l2']:.3g}", "" if p is None else (p if isinstance(p, str) else f"{p:.1f}"),
                       f"{v['attention_s']:.3f}" if r["step"] == 1 else "")

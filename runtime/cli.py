@@ -107,6 +107,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "cuDNN-first), fp8 (lossy: the denoising blocks' self-attention with Q/K/V in e4m3, both "
                         "stages), sol (lossy: Sol-Attn block-sparse video self-attention in the refiner; needs the "
                         "two-stage route) (default dense)")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8"],
+                   help="the transformer blocks' linear layers (both stages): bf16 (default), or fp8 (lossy: weights "
+                        "quantised to e4m3 per output channel once at load, activations per row, the fp8_linear op "
+                        "group: its verified kernel, else torch._scaled_mm on CUDA)")
     p.add_argument("--sol-tau", default="1.0,1.25,1.5",
                    help="sol: threshold tau per refiner update, comma-separated; the last holds for later updates "
                         "(default 1.0,1.25,1.5, the Sol-H3 report's)")
@@ -173,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
         req.refiner, req.adapter, req.ltx_vae = args.refiner, args.adapter, args.ltx_vae
         from runtime.attention import parse_taus
 
-        req.attention, req.sol_taus = args.attention, parse_taus(args.sol_tau)
+        req.attention, req.sol_taus, req.precision = args.attention, parse_taus(args.sol_tau), args.precision
         req.sol_dense_layers, req.sol_block = args.sol_dense_layers, args.sol_block
         if not req.two_stage and any((args.refiner, args.adapter, args.ltx_vae)):
             raise ValueError("--refiner, --adapter and --ltx-vae are stage-2 components: add --two-stage")

@@ -37,6 +37,8 @@ from runtime.packing import (  # noqa: F401
     unpack_audio,
     unpatchify_video,
 )
+from runtime.precision import describe as describe_precision
+from runtime.precision import to_fp8_
 from runtime.release import video_vae_stats
 from runtime.request import (  # noqa: F401 (API)
     TEXT_ENCODERS,
@@ -289,6 +291,12 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
             torch.cuda.empty_cache()
     adaln = {"released_params": released["params"], "released_gib": released["bytes"] / 2**30,
              "table_gib": cache.nbytes() / 2**30, "saved_gib": (released["bytes"] - cache.nbytes()) / 2**30}
+    precision = {}
+    if req.precision == "fp8":
+        with timer("to_fp8"):
+            precision["h3"] = to_fp8_(model.blocks, kernels)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     progress(f"adaln: released {released['params'] / 1e9:.3f}B params ({adaln['released_gib']:.2f} GiB), "
              f"tables {adaln['table_gib'] * 1024:.1f} MiB")
 
@@ -316,6 +324,9 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     timer.stages["attention"] = kernels.attention.report()
     timer.stages["ops"] = kernels.op_times()                  # seconds per (op, dims) in the request
     notes.append("attention: " + describe_attention(kernels.attention.cfg))
+    if precision:
+        notes.append(describe_precision(precision))
+    model_info = {**model_info, "precision": {"mode": req.precision, **precision}}
     return Result(
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
         timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
@@ -333,7 +344,7 @@ def summary_rows(res: Result) -> list[tuple[str, str]]:
     """(stage, seconds) rows for the timing table, per-step rows included."""
     t = res.timings_s
     rows = [(k, f"{t[k]:.3f}") for k in ("build_text_encoder", "text", "build_dit", "text_refiner",
-                                         "adaln_precompute") if k in t]
+                                         "adaln_precompute", "to_fp8") if k in t]
     for i, s in enumerate(t.get("denoise_steps", [])):
         rows.append((f"denoise step {i + 1}", f"{s:.3f}"))
     rows += [(k, f"{t[k]:.3f}") for k in ("denoise", "decode_video", "decode_audio", "mux") if k in t]

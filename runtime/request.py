@@ -61,6 +61,7 @@ class Request:
     adapter: str | None = None      # h3_ltx_adapter_safetensors_v1 file or folder (else random weights)
     ltx_vae: str | None = None      # diffusers AutoencoderKLLTX2Video folder (else random weights)
     attention: str = "dense"        # dense | fp8 | sol (runtime/attention.py)
+    precision: str = "bf16"         # bf16 | fp8: the transformer blocks' linears (runtime/precision.py)
     sol_taus: tuple[float, ...] = (1.0, 1.25, 1.5)   # sol: threshold per refiner update (the last holds after)
     sol_dense_layers: int | None = None   # sol: refiner layers kept dense (None: 2 on full, 1 on tiny)
     sol_block: int | None = None    # sol: selection block (None: 128, the sol_attn op group's; 8 on tiny)
@@ -120,6 +121,12 @@ def validate(req: Request) -> ShapePlan:
         attention_config(req)
     except ValueError as e:
         raise RequestError(str(e)) from None
+    if req.precision not in ("bf16", "fp8"):
+        raise RequestError(f"--precision {req.precision!r}: use bf16 or fp8 (MXFP8 and NVFP4 are sm100 formats, "
+                           "not served on this runtime's targets)")
+    if req.precision == "fp8" and req.lora and req.lora_mode != "merged":
+        raise RequestError(f"--precision fp8 quantises the merged weights: use --lora-mode merged, not "
+                           f"{req.lora_mode!r}")
     if req.attention == "sol" and not req.two_stage:
         raise RequestError("--attention sol sparsifies the LTX-2 refiner's video self-attention (stage 2): add "
                            "--two-stage (the default at 1344x768)")

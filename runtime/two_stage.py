@@ -41,6 +41,8 @@ from runtime.pipeline import (
     run_env,
     weights_report,
 )
+from runtime.precision import describe as describe_precision
+from runtime.precision import to_fp8_
 from runtime.prompt_cache import stage2_context
 from runtime.refiner import SIGMAS, Refiner, build_refiner, refine
 from runtime.request import Request, attention_config, pick_schedule
@@ -102,6 +104,13 @@ class TwoStage:
         with timer("build_refiner"):
             self.refiner = Refiner(build_refiner(req.config, device, req.seed + 106, folder=req.refiner),
                                    self.kernels)
+        self.precision = {}
+        if req.precision == "fp8":           # after the AdaLN release (prepare) and every weight is in place
+            with timer("to_fp8"):
+                self.precision = {"h3": to_fp8_(self.dit.blocks, self.kernels),
+                                  "refiner": to_fp8_(self.refiner.m.transformer_blocks, self.kernels)}
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
 
     def prepare(self, cond: torch.Tensor, timer: Timer) -> dict[str, Any]:
         """The draft's packed sequence and AdaLN tables, then the AdaLN release (once: tables are reused by every
@@ -244,6 +253,8 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
              ("stage-2 audio stream: seeded noise at sigma_0 (no LTX audio VAE encode); its output is discarded, the "
              "H3 audio is muxed"),
              "refiner input noised to sigma_0 as s0*eps + (1-s0)*z (UNCONFIRMED mix, H3_SPEC.md section 6)"]
+    if ts.precision:
+        notes.append(describe_precision(ts.precision))
     names = {**PARTS, "ltx_refiner": "LTX-2 refiner", "ltx_vae": "LTX-2 VAE decoder", "upscaler": "upscaler",
              "adapter": "adapter", "stage2_text": "stage-2 text encoder"}
     random_parts = [names.get(k, k) for k, v in weights.items() if v["source"] == "random"]
@@ -254,7 +265,8 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
                                    "h3_draft_latent": list(out["z_draft"].shape),
                                    "upscaled_latent": list(out["z_upscaled"].shape)},
         schedule={**ts.schedule.to_json(), "stage2_sigmas": list(SIGMAS)}, device=str(device),
-        timings_s=timings, memory=peak_memory(device), adaln=ts.adaln or {}, model=ts.model_info,
+        timings_s=timings, memory=peak_memory(device), adaln=ts.adaln or {},
+        model={**ts.model_info, "precision": {"mode": req.precision, **ts.precision}},
         text_encoder=enc_name, kernels=ts.kernels.summary(), lock_sha256=lock_sha256(req.root), weights=weights,
         mp4=out["mp4"], notes=notes, env=run_env(), outputs=out)
 
@@ -274,7 +286,7 @@ def run_pipeline_two_stage(req: Request, progress: Callable[[str], None] = lambd
 
 
 BUILD_STAGES = ("build_text_encoder", "build_dit", "build_vaes", "build_upscaler_adapter", "build_refiner",
-                "adaln_precompute")
+                "adaln_precompute", "to_fp8")
 
 
 def summary_rows(res: Result) -> list[tuple[str, str]]:

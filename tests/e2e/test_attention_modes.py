@@ -114,7 +114,7 @@ def test_attention_quality_cli_tiny(tmp_path, capsys):
                    "--prompt-cache", str(tmp_path / "pc"), "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "sol (lossy)" in text and "PSNR" in text
+    assert "sol attention, bf16 linears (lossy)" in text and "PSNR" in text
     d = json.loads(out.read_text())
     sched, everything = d["variants"]
     assert [r["tau"] for r in sched["steps"]] == [1.0, 1.25, 1.5]
@@ -124,9 +124,22 @@ def test_attention_quality_cli_tiny(tmp_path, capsys):
     assert all(isinstance(r["psnr_db"], (float, str)) for r in sched["steps"])
 
 
+def test_quality_with_fp8_linears(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert cli.main(["quality", "--attention", "dense", "--precision", "fp8", "--latent", "2x4x8", "--no-decode",
+                     "--prompt-cache", str(tmp_path / "pc"), "--json", str(out)]) == 0
+    assert "dense attention, fp8 linears (lossy)" in capsys.readouterr().out
+    d = json.loads(out.read_text())
+    assert d["precision"]["mode"] == "fp8" and d["precision"]["converted"] > 0
+    assert 0 < d["precision"]["weight_error"]["rel_l2_mean"] < 0.1
+    assert all(0 < r["latent_rel_l2"] < 0.2 for r in d["variants"][0]["steps"])
+
+
 def test_attention_quality_usage_error(capsys):
     assert cli.main(["attention-quality", "--sol-tau", "1,x"]) == 2
     assert "--sol-tau" in capsys.readouterr().out
+    assert cli.main(["quality", "--attention", "dense"]) == 2
+    assert "reference itself" in capsys.readouterr().out
 
 
 def test_two_stage_cli_with_sol_reports_attention_per_stage_and_density(tmp_path, capsys):
@@ -142,3 +155,27 @@ def test_two_stage_cli_with_sol_reports_attention_per_stage_and_density(tmp_path
     assert a["mode"] == "sol" and a["taus"] == [1.0, 1.5] and a["dense_layers"] == 1 and a["block"] == 8
     assert [d["tau"] for d in a["density"]] == [1.0, 1.5, 1.5]               # tiny refiner: 2 layers, 1 dense
     assert a["seconds"]["stage1"] > 0 and a["seconds"]["stage2"] > 0 and a["calls"]["stage2:sol"] == 3
+
+
+def test_two_stage_cli_with_fp8_linears_and_fp8_attention(tmp_path, capsys):
+    out = tmp_path / "f.mp4"
+    rc = cli.main(["run-pipeline", "--prompt", "rain", "--duration", "0.5", "--resolution", "128x64", "--two-stage",
+                   "--precision", "fp8", "--attention", "fp8", "--out", str(out), "--prompt-cache",
+                   str(tmp_path / "pc"), "--no-mux"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "to_fp8" in text and "attention, stage 2 (refiner) (fp8)" in text
+    d = json.loads(out.with_suffix(".json").read_text())
+    p = d["model"]["precision"]
+    assert p["mode"] == "fp8" and p["h3"]["converted"] == 2 * 4 and p["refiner"]["converted"] > 0
+    assert any(n.startswith("precision fp8 (lossy)") for n in d["notes"])
+    ops = {c["op"]: c["kernel"] for c in d["kernels"]}
+    assert ops["fp8_linear"] == "scaled_mm_or_reference" and ops["attention_fp8"] == "fp8_reference"
+
+
+def test_fp8_precision_refuses_unmerged_lora(tmp_path, capsys):
+    argv = ["run-pipeline", "--prompt", "p", "--out", str(tmp_path / "x.mp4"), "--precision", "fp8",
+            "--lora", str(tmp_path / "a.safetensors"), "--lora-mode", "native"]
+    (tmp_path / "a.safetensors").write_bytes(b"")
+    assert cli.main(argv) == 2
+    assert "--lora-mode merged" in capsys.readouterr().out
