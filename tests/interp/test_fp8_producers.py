@@ -1,0 +1,164 @@
+"""The fused fp8 producers (modulate_fp8, swiglu_fp8, head_merge_fp8) on the CPU: their canonical intermediates
+against the base op groups and independent computations, the heuristic templates bitwise (e4m3 bytes and row
+scales) on every layout and special case, the in-kernel quantiser against the independent one on crafted rows
+(ties, saturation, zero / NaN / Inf / subnormal rows), and producers whose bytes differ by one rounding rejected."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rsi.harness import check
+from rsi.refs import get_op_group, modulate_fp8, swiglu_fp8
+from rsi.refs import modulate as M
+from rsi.refs.fp8_common import quantize_rows
+from rsi.spaces import load_space, template_source
+from tests.interp.test_fp8_linear import independent_quantize
+
+pytestmark = pytest.mark.interpreter
+PRODUCERS = ("modulate_fp8", "swiglu_fp8", "head_merge_fp8")
+
+
+def _module(src: str, name: str):
+    path = os.path.join(tempfile.mkdtemp(prefix="rsi-fp8-"), f"{name}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _bitwise(outs, refs) -> str:
+    for i, (o, r) in enumerate(zip(check.as_tuple(outs), check.as_tuple(refs))):
+        ok, _, why = check.compare(o, r, None, get_op_group("head_merge_fp8").tolerance)
+        if not ok:
+            return f"output {i}: {why}"
+    return ""
+
+
+# ------------------------------------------------------------------------------------- canonical intermediates
+def test_tree_sum_folds_halves():
+    """The canonical sum of squares against a plain fp32 fold written from the docstring (numpy float32 adds)."""
+    g = torch.Generator().manual_seed(0)
+    for cols in (1, 2, 7, 64, 200, 5376):
+        v = (torch.randn(3, cols, generator=g) ** 2).float()
+        for r in range(3):
+            a = v[r].numpy().astype(np.float32)
+            a = np.concatenate([a, np.zeros((1 << (cols - 1).bit_length()) - cols, np.float32)])
+            while a.size > 1:
+                a = (a[: a.size // 2] + a[a.size // 2:]).astype(np.float32)
+            assert modulate_fp8.tree_sum(v)[r].numpy().view(np.int32) == a.view(np.int32)[0]
+
+
+def test_canonical_modulate_within_modulate_class():
+    """modulate_canonical is a modulate: it passes modulate's tolerance class against modulate's reference on every
+    layout and special case (only rstd's last bits differ)."""
+    g = M.OP_GROUP
+    for s in g.interp_shapes:
+        for lay in range(g.n_layouts):
+            for sc in (None, *g.special_cases):
+                inputs = g.make_inputs(s, 4, "cpu", layout=lay)
+                if sc is not None:
+                    inputs = sc.apply(inputs, ())
+                out = modulate_fp8.modulate_canonical(*inputs)
+                ok, _, why = check.compare(out, g.reference(*inputs), g.oracle(*inputs), g.tolerance,
+                                           g.term_scale(*inputs)[0])
+                assert ok, (s.name, lay, sc and sc.name, why)
+
+
+def test_silu_c_every_bf16_input():
+    """silu_c over all 65,536 bf16 inputs: the fp64 pipelines of torch and numpy (the interpreter's) give the same
+    fp32 value for every finite input, and silu_c is torch's F.silu except where F.silu's fp32 exp(-g) overflows
+    (g in [-97, -89]: F.silu gives -0, silu_c the true value, 1e-37 to 1e-40)."""
+    g = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    fin = torch.isfinite(g)
+    g64 = g.double()
+    via_torch = torch.div(g64, 1 + torch.exp(-g64)).float()
+    gn = g64.numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        via_numpy = torch.from_numpy((gn / (1 + np.exp(-gn))).astype(np.float32))
+    assert torch.equal(via_torch.view(torch.int32)[fin], via_numpy.view(torch.int32)[fin])
+    c, s = swiglu_fp8.silu_c(g), F.silu(g)
+    differ = (c.view(torch.int16) != s.view(torch.int16)) & fin
+    assert int(differ.sum()) == 17
+    assert (g[differ] <= -89).all() and (g[differ] >= -97).all() and (s[differ] == 0).all()
+    assert (c[differ] < 0).all() and (c[differ].float().abs() < 1e-36).all()
+
+
+# ------------------------------------------------------------------------------------------------ templates
+@pytest.mark.parametrize("op", PRODUCERS)
+def test_heuristic_template_bitwise(op):
+    """Every interpreter shape in every layout, and every special case (layout 0, last shape): bytes and scales
+    equal the reference's."""
+    g = get_op_group(op)
+    space = load_space(op)
+    tpl = _module(template_source(space.template), f"tpl_{op}")
+    cfg = space.heuristic()
+    for s in g.interp_shapes:
+        for lay in range(g.n_layouts):
+            inputs = g.make_inputs(s, 5, "cpu", layout=lay)
+            why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
+            assert not why, (s.name, lay, why)
+    for sc in g.special_cases:
+        inputs = sc.apply(g.make_inputs(g.interp_shapes[-1], 6, "cpu"), ())
+        why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
+        assert not why, (sc.name, why)
+
+
+def test_in_kernel_quantiser_on_crafted_rows():
+    """head_merge_fp8's kernel is the quantiser alone: rows of exact ties, values at and beyond 448 after division,
+    a zero row, -0 rows, NaN and Inf rows, bf16-subnormal rows (subnormal fp32 scales), one-element outliers."""
+    tpl = _module(template_source("head_merge_fp8"), "tpl_head_merge_fp8_q")
+    W, S, h, D = 2, 9, 2, 128
+    rows = torch.randn(S, W * h * D, generator=torch.Generator().manual_seed(1))
+    rows[0] = torch.tensor([7.0 * 2.0 ** (k % 40 - 20) for k in range(W * h * D)])      # exact e4m3 ties
+    rows[1] = 0.0
+    rows[2] = -0.0
+    rows[3, 17] = float("nan")
+    rows[4, 3] = float("inf")
+    rows[5] *= 1e-39                                                                    # bf16 subnormals
+    rows[6, 100] = 3e38                                                                  # one huge outlier
+    rows[7] = torch.linspace(-448.0, 448.0, W * h * D)
+    h_bf = rows.to(torch.bfloat16)
+    x = h_bf.view(S, W, h, D).permute(1, 0, 2, 3).contiguous()                          # [W, S, h, D]
+    h8, sc = tpl.launch(x)
+    ref8, refs = quantize_rows(h_bf)
+    b, s = independent_quantize(h_bf)
+    assert np.array_equal(h8.view(torch.uint8).numpy(), b) and np.array_equal(ref8.view(torch.uint8).numpy(), b)
+    assert np.array_equal(sc.view(torch.int32).numpy(), s.view(np.int32))
+    assert np.array_equal(refs.view(torch.int32).numpy(), s.view(np.int32))
+
+
+@pytest.mark.parametrize("op,old,new", [
+    # modulate_fp8: the product and the shift added with one rounding (an fma) instead of modulate's two
+    ("modulate_fp8", "    p = (n * s1).to(tl.bfloat16).to(tl.float32)\n", "    p = n * s1\n"),
+    # modulate_fp8: 1 + scale kept in fp32 instead of rounded to bf16 as modulate's eager code has it
+    ("modulate_fp8", "    s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)\n",
+     "    s1 = 1.0 + sc.to(tl.float32)\n"),
+    # swiglu_fp8: silu not rounded to bf16 before the product
+    ("swiglu_fp8", "s = (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)",
+     "s = (g64 / (1.0 + tl.exp(-g64))).to(tl.float32)"),
+    # head_merge_fp8: the reciprocal quantiser, x * (448 / amax), which differs at exact ties
+    ("head_merge_fp8", "    q = tl.div_rn(hf, scale).to(tl.float8e4nv)",
+     "    q = (hf * tl.div_rn(1.0, scale)).to(tl.float8e4nv)"),
+])
+def test_one_rounding_off_rejected(op, old, new):
+    src = template_source(op)
+    assert src.count(old) == 1, old
+    tpl = _module(src.replace(old, new), f"tpl_{op}_broken")
+    g = get_op_group(op)
+    inputs = g.make_inputs(g.interp_shapes[-1], 7, "cpu")
+    if op == "head_merge_fp8":   # rows of k * 7/512 with amax 6.125 = 49/8: the quotients are exactly k, ties at odd k > 16
+        x = inputs[0]
+        vals = ((torch.arange(x[0, 0].numel()) % 60 + 1) * 7 / 512).to(torch.bfloat16)
+        x.copy_(vals.view(x.shape[2], x.shape[3])[None, None])
+        x[:, :, 0, 0] = 6.125
+    why = _bitwise(tpl.launch(*inputs, **load_space(op).heuristic()), g.reference(*inputs))
+    assert why.startswith("output 0: not bitwise equal"), why

@@ -1,0 +1,113 @@
+"""The fp8 templates compile for Hopper (sm_90) on a machine without a GPU, and the PTX holds the instructions their
+contracts rely on: fp8_linear's e4m3 wgmma, every quantiser's ``cvt.rn.satfinite.e4m3x2.f32`` (nearest even,
+saturating) and ``div.rn.f32`` (IEEE), modulate_fp8's ``sqrt.rn.f32`` and no approximate rsqrt/division,
+swiglu_fp8's fp64 division and libdevice exp (no ``ex2.approx``); and a plain fp32 ``/`` in Triton is the approximate
+``div.full.f32`` (why the templates use ``tl.div_rn``). Runs in a fresh interpreter without TRITON_INTERPRET;
+skipped when the CUDA backend or its ptxas is unavailable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_COMPILE = r"""
+import importlib.util, json, os, re, sys
+sys.path.insert(0, sys.argv[1])
+os.chdir(sys.argv[1])
+try:
+    import triton
+    import triton.language as tl
+    from triton.backends import backends
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+except Exception as e:   # noqa: BLE001
+    print(json.dumps({"skip": f"triton compiler unavailable: {e}"})); sys.exit(0)
+if "nvidia" not in backends:
+    print(json.dumps({"skip": "Triton's CUDA backend is not installed"})); sys.exit(0)
+from rsi.spaces import load_space
+
+def load(op):
+    spec = importlib.util.spec_from_file_location("tpl_" + op, f"rsi/templates/{op}.py")
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
+
+def compile_(fn, types, const, **options):
+    sig = {n: types.get(n, "constexpr" if n in const else "i32") for n in fn.arg_names}
+    try:
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
+                           options=options)
+    except Exception as e:   # noqa: BLE001
+        if "ptxas" in str(e) and ("not found" in str(e) or "No such file" in str(e)):
+            print(json.dumps({"skip": f"ptxas unavailable: {str(e)[:200]}"})); sys.exit(0)
+        raise
+    ptx = k.asm["ptx"]
+    pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
+            r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*")
+    return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared,
+            "ops": sorted({m for p in pats for m in re.findall(p, ptx)})}
+
+out = {}
+m = load("fp8_linear")
+cfg = load_space("fp8_linear").heuristic()
+types = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "ws_ptr": "*fp32", "o_ptr": "*bf16"}
+const = {"stride_xk": 1, "stride_wk": 1, **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "RCP",
+                                                                  "PREC", "PERSIST")}}
+out["fp8_linear"] = compile_(m._gemm_kernel, types, const, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+out["fp8_linear_amax"] = compile_(m._amax_kernel, {"x_ptr": "*bf16", "o_ptr": "*bf16"},
+                                  {"stride_xk": 1, "ROWS": m.AMAX_ROWS, "COLS": m.AMAX_COLS}, num_warps=4)
+m = load("modulate_fp8")
+cfg = load_space("modulate_fp8").heuristic()
+types = {"x_ptr": "*bf16", "w_ptr": "*bf16", "shift_ptr": "*bf16", "scale_ptr": "*bf16", "idx_ptr": "*i64",
+         "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "n_cols_f": "fp32", "eps": "fp32"}
+const = {"stride_xc": 1, "stride_w": 1, "BLOCK_A": 4096, "BLOCK_B": 2048, "LOG": m.LOG2_MAX, "ROWS": cfg["ROWS"],
+         "EVICT": cfg["EVICT"], "XMOD": ".cg" if cfg["STREAM"] else "", "SMOD": ".cs" if cfg["STREAM"] else ""}
+out["modulate_fp8"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=cfg["num_warps"])
+m = load("swiglu_fp8")
+cfg = load_space("swiglu_fp8").heuristic()
+const = {k: cfg[k] for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT")}
+out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}, const,
+                             num_warps=cfg["num_warps"])
+m = load("head_merge_fp8")
+cfg = load_space("head_merge_fp8").heuristic()
+const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"]}
+out["head_merge_fp8"] = compile_(m._merge_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
+                                 const, num_warps=cfg["num_warps"])
+
+@triton.jit
+def _plain_div(x_ptr, y_ptr, o_ptr, N: tl.constexpr):
+    c = tl.arange(0, N)
+    tl.store(o_ptr + c, tl.load(x_ptr + c) / tl.load(y_ptr + c))
+
+out["plain_div"] = compile_(_plain_div, {"x_ptr": "*fp32", "y_ptr": "*fp32", "o_ptr": "*fp32"}, {"N": 128},
+                            num_warps=4)
+print(json.dumps({"results": out}))
+"""
+
+
+def test_fp8_templates_compile_for_sm90(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = tmp_path / "compile_fp8.py"      # a file: @triton.jit needs its kernels' source on disk
+    script.write_text(_COMPILE)
+    p = subprocess.run([sys.executable, str(script), str(root)], check=False, capture_output=True, text=True, env=env,
+                       cwd=root, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    r = res["results"]
+    for name, got in r.items():
+        assert got["cubin"] > 0 and got["shared"] <= 227 * 1024, (name, got)
+    quantisers = ("fp8_linear", "modulate_fp8", "swiglu_fp8", "head_merge_fp8")
+    for name in quantisers:
+        ops = r[name]["ops"]
+        assert "cvt.rn.satfinite.e4m3x2.f32" in ops and "div.rn.f32" in ops, (name, ops)
+        assert "div.full.f32" not in ops and not any(o.startswith("rsqrt") for o in ops), (name, ops)
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in r["fp8_linear"]["ops"]
+    assert "sqrt.rn.f32" in r["modulate_fp8"]["ops"]
+    assert "div.rn.f64" in r["swiglu_fp8"]["ops"] and not any(o.startswith("ex2") for o in r["swiglu_fp8"]["ops"])
+    assert r["plain_div"]["ops"] == ["div.full.f32"]

@@ -1,0 +1,71 @@
+"""The fp8 op groups on a GPU (skipped without CUDA; never run at the time of writing): the producers' heuristic
+templates give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8 for
+every bf16 gate value (its fp64 silu against torch's on the same GPU), and fp8_linear's heuristic template and the
+_scaled_mm incumbent pass the approximate class at an H3 shape."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from rsi.harness import check
+from rsi.refs import get_op_group
+from rsi.spaces import load_space, template_source
+
+pytestmark = pytest.mark.gpu
+
+
+def _template(op: str, tmp_path):
+    path = tmp_path / f"tpl_{op}.py"
+    path.write_text(template_source(load_space(op).template))
+    spec = importlib.util.spec_from_file_location(f"tpl_{op}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _same_bytes(outs, refs) -> bool:
+    return all(check.bitwise_equal(o, r) for o, r in zip(check.as_tuple(outs), check.as_tuple(refs)))
+
+
+@pytest.mark.parametrize("op", ["modulate_fp8", "swiglu_fp8", "head_merge_fp8"])
+def test_producer_bitwise_on_cuda(op, tmp_path):
+    g = get_op_group(op)
+    tpl = _template(op, tmp_path)
+    cfg = load_space(op).heuristic()
+    for seed in (0, 1):
+        inputs = g.make_inputs(g.shapes[0], seed, "cuda")
+        assert _same_bytes(tpl.launch(*inputs, **cfg), g.reference(*inputs)), (op, seed)
+    for lay in range(g.n_layouts):
+        for sc in (None, *g.special_cases):
+            inputs = g.make_inputs(g.odd_shapes[-1], 2, "cuda", layout=lay)
+            if sc is not None:
+                inputs = sc.apply(inputs, ())
+            assert _same_bytes(tpl.launch(*inputs, **cfg), g.reference(*inputs)), (op, lay, sc and sc.name)
+
+
+def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
+    """gate = all 65,536 bf16 values over 16 rows of 4096, up = 1: h is silu_c itself, so a kernel silu that differs
+    from the reference's at any bf16 input changes h there (and, unless e4m3 rounding hides it, the bytes)."""
+    g = get_op_group("swiglu_fp8")
+    tpl = _template("swiglu_fp8", tmp_path)
+    gate = torch.arange(0, 1 << 16, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16)
+    gate = torch.where(torch.isfinite(gate), gate, torch.zeros_like(gate)).view(16, 4096)
+    x = torch.cat([gate, torch.ones_like(gate)], dim=1)
+    assert _same_bytes(tpl.launch(x, **load_space("swiglu_fp8").heuristic()), g.reference(x))
+
+
+def test_fp8_linear_on_cuda(tmp_path):
+    g = get_op_group("fp8_linear")
+    tpl = _template("fp8_linear", tmp_path)
+    shape = next(s for s in g.shapes if s.name == "qkv_stage1")
+    inputs = g.make_inputs(shape, 0, "cuda")
+    ref, orc = g.reference(*inputs), g.oracle(*inputs)
+    for cfg in (load_space("fp8_linear").heuristic(), {"RCP": 0, "PREC": 0, "PERSIST": 132}):
+        ok, st, why = check.compare(tpl.launch(*inputs, **cfg), ref, orc, g.tolerance)
+        assert ok, (cfg, why, st)
+    b = g.baselines[0]
+    ok, _, why = check.compare(b.fn(*b.args(inputs)), ref, orc, g.tolerance)
+    assert ok, why
