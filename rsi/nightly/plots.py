@@ -22,6 +22,11 @@ def _plt():
     return plt
 
 
+def _colour(route: str, stage: str):
+    """One colour per stage of the route, the same in the waterfall and its history (tab20: up to 20 stages)."""
+    return _plt().get_cmap("tab20")(STAGES[route].index(stage) % 20)
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
@@ -42,7 +47,7 @@ def waterfall(figs: dict[str, Figure], route: str) -> bytes | None:
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(stages) + 1.2))
     start = 0.0
     for i, (name, sec) in enumerate(stages):
-        ax.barh(i, sec, left=start, color=f"C{STAGES[route].index(name) % 10}")     # the history plot's colours
+        ax.barh(i, sec, left=start, color=_colour(route, name))
         ax.text(start + sec, i, f" {sec:.3g} s", va="center", fontsize=8)
         start += sec
     ax.set_yticks(range(len(stages)), [s for s, _ in stages])
@@ -63,10 +68,10 @@ def waterfall_history(nights: Sequence[Night], route: str) -> bytes | None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 3.2))
     bottom = [0.0] * len(rows)
-    for i, name in enumerate(STAGES[route]):
+    for name in STAGES[route]:
         vals = [st.get(name, 0.0) for _, st in rows]
         if any(vals):
-            ax.bar(range(len(rows)), vals, bottom=bottom, label=name, color=f"C{i % 10}")
+            ax.bar(range(len(rows)), vals, bottom=bottom, label=name, color=_colour(route, name))
             bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("seconds per request")
