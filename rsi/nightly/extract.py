@@ -29,7 +29,8 @@ STEPS = {"two-stage": ("stage1_steps", "stage2_steps"), "single-stage": ("denois
 
 
 def dims_text(dims: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in dims.items())
+    """Sorted by name: a figure's key must not depend on the order a JSON writer kept (phase records sort keys)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(dims.items()))
 
 
 def _verify(out: dict[str, Any]) -> list[Figure]:

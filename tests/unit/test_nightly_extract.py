@@ -1,6 +1,8 @@
 """Figures from the JSON that rsi verify --out, rsi bench --out and rsi run-pipeline --json write (recorded shapes of
 those files; GPU runs are the only ones with timings)."""
 
+import json
+
 import pytest
 
 from rsi.nightly.compare import MIN_PAIRS
@@ -58,6 +60,8 @@ def test_pipeline_figures_take_the_steady_state_and_pair_requests():
            "schedule": {"steps": 4}, "device": "cpu",
            "timings_s": {"build_dit": 0.2, "warmup": {"seconds": 2.0}, "requests": reqs, **reqs[-1]}}
     figs = {f.key: f for f in figures("pipeline", "pipeline:two-stage", res)}
+    resumed = figures("pipeline", "pipeline:two-stage", json.loads(json.dumps(res, sort_keys=True)))
+    assert [f.key for f in resumed] == list(figs)           # a phase record read back names the same figures
     st1 = figs["pipeline/two-stage/stage1"]
     assert len(st1.samples) == 8 and max(st1.samples) < 1.0 and st1.aa is not None    # first request excluded
     assert st1.setup.startswith("tiny 128x64 0.5s two-stage steps=4")
@@ -66,7 +70,7 @@ def test_pipeline_figures_take_the_steady_state_and_pair_requests():
     assert step.aa[0] == pytest.approx(1.0, abs=0.02)        # request i+1's step j against request i's
     assert figs["pipeline/two-stage/first request total"].samples == pytest.approx((3.3,))
     assert figs["pipeline/two-stage/warm-up"].meta["once"] and len(figs["pipeline/two-stage/build_dit"].samples) == 1
-    op = figs["pipeline/two-stage/op/swiglu/rows=9792,ffn=512"]
+    op = figs["pipeline/two-stage/op/swiglu/ffn=512,rows=9792"]
     assert op.group == "swiglu" and op.meta["calls"] == 26 and len(op.samples) == 8
     assert len(figs["pipeline/two-stage/attention stage2"].samples) == 8
     assert len(figs["pipeline/two-stage/request_total"].samples) >= MIN_PAIRS
