@@ -82,7 +82,9 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if S == 0 or D == 0:
         return xf.to(E4M3).contiguous(), torch.ones(H, dtype=torch.float32, device=x.device)
     amax = xf.abs().amax(dim=(0, 2))                      # NaN propagates; an Inf gives Inf
-    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    # tensor by tensor: on CUDA ATen divides by a Python scalar as a multiplication by its reciprocal, not the
+    # IEEE quotient (fp8_common.row_scales does the same)
+    scale = torch.where(amax > 0, torch.div(amax, torch.full_like(amax, E4M3_MAX)), torch.ones_like(amax))
     scale = torch.where(torch.isfinite(amax), scale, torch.full_like(amax, math.nan))
     x8 = (xf / scale[None, :, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(E4M3)
     return x8.contiguous(), scale
