@@ -7,7 +7,7 @@ pair the ratio tonight / reference (> 1: tonight slower); its median and percent
 * **slower**: the CI's low end clears ``1 + band`` (``beyond_noise``: the judge's promotion test, with tonight in
   the place of the baseline it has to beat);
 * **faster**: the same test on reference / tonight;
-* **same**: neither;
+* **within noise**: neither (a wide band says the run was too noisy to tell, not that nothing changed);
 * **not comparable**: fewer than ``MIN_PAIRS`` pairs, a different setup (sizes, reps), or no band measured. Never a
   pass or a regression by fiat.
 
@@ -98,7 +98,7 @@ def history_band(figs: Sequence[Figure]) -> float:
 class Comparison:
     key: str
     against: str                    # "baseline" or "history"
-    status: str                     # "slower", "faster", "same", "not comparable"
+    status: str                     # "slower", "faster", "within noise", "not comparable"
     ratio: float                    # median of tonight / reference per pair (> 1: slower)
     ci: tuple[float, float]
     band: float
@@ -146,7 +146,7 @@ def compare(cur: Figure, ref_samples: Sequence[float], against: str, bands: dict
     elif beyond_noise(paired_ratio_ci(ref_samples[:n], cur.samples[:n])[1:], band):
         status = "faster"
     else:
-        status = "same"
+        status = "within noise"
     return Comparison(cur.key, against, status, ratio, (lo, hi), band, band_from, n, ref_med)
 
 

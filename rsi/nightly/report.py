@@ -30,14 +30,15 @@ img{max-width:100%;border:1px solid #ddd;margin:4px 0}h2{border-bottom:2px solid
 
 METHOD = (f"Each figure keeps every sample in work-item order (judge repetitions, pipeline requests and steps), so "
           f"tonight and a reference pair item by item. Ratio = tonight / reference per pair; its median and "
-          f"percentile-bootstrap 95% CI are the judge's (rsi.search.stats.paired_ratio_ci). Slower: the CI's low end "
-          f"clears 1 + band; faster: the same on reference / tonight. The band is the widest measured of: each run's "
-          f"in-run A/A (the same work timed twice: the judge's aa, bench's verified_aa, consecutive requests or "
-          f"steps) and the between-night band of the history (leave-one-out over at least {MIN_HISTORY} earlier "
-          f"nights). Fewer than {MIN_PAIRS} pairs (below which the bootstrap CI of a median always reaches the "
-          f"extreme pair), a changed setup or no band at all: not comparable, never a pass or a regression. The "
-          f"history's reference is the per-item median of the last nights at the same setup. Only gating figures "
-          f"(locked kernels, pipeline stages) make a regression; eager, torch.compile and copy are context.")
+          f"percentile-bootstrap 95% CI are the judge's (rsi.search.stats.paired_ratio_ci). Slower: the CI's low end"
+          f" clears 1 + band; faster: the same on reference / tonight; else within noise (a wide band: too noisy to "
+          f"tell). The band is the widest measured of: each run's in-run A/A (the same work timed twice: the judge's"
+          f" aa, bench's verified_aa, consecutive requests or steps) and the between-night band of the history "
+          f"(leave-one-out over at least {MIN_HISTORY} earlier nights). Fewer than {MIN_PAIRS} pairs (below which "
+          f"the bootstrap CI of a median always reaches the extreme pair), a changed setup or no band at all: not "
+          f"comparable, never a pass or a regression. The history's reference is the per-item median of the last "
+          f"nights at the same setup. Only gating figures (locked kernels, pipeline stages) make a regression; "
+          f"eager, torch.compile and copy are context.")
 
 
 def _groups(rep: T.Report) -> tuple[dict[str, list[str]], dict[str, list[str]]]:

@@ -62,8 +62,8 @@ def test_between_night_drift_is_absorbed_by_the_history_band():
     band = history_band(hist)
     assert band > 0.08
     with_history = against_baseline(tonight, base, band)
-    assert with_history.status == "same" and "between nights" in with_history.band_from
-    assert against_history(tonight, hist).status == "same"
+    assert with_history.status == "within noise" and "between nights" in with_history.band_from
+    assert against_history(tonight, hist).status == "within noise"
     worse = against_history(night(100.0 * 1.4, 98, noise=0.01), hist)
     assert worse.status == "slower" and worse.against == "history"
     assert worse.ref_median == pytest.approx(sorted(typical(hist))[15], rel=0.05)

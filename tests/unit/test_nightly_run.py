@@ -87,7 +87,7 @@ def test_findings_and_exit_code():
     verdict = [{"target": "h200", "op": "m", "kernel": "m/new", "status": "rejected", "reason": "[correctness] x"}]
     figs = {fig.key: fig, ctx.key: ctx}
     ran = [{"name": "verify:gone", "status": "ok"}]
-    fs = F.assess(figs, [_cmp(fig.key, "same"), _cmp(ctx.key, "slower")], ran, verdict, run_info, base)
+    fs = F.assess(figs, [_cmp(fig.key, "within noise"), _cmp(ctx.key, "slower")], ran, verdict, run_info, base)
     assert F.exit_code(fs) == 1 and fs[0].severity == "regression" and fs[0].kind == "verify"
     assert "baseline: accepted" in fs[0].detail
     kinds = {(f.severity, f.kind) for f in fs}
