@@ -137,10 +137,10 @@ def nightly(o: Options, plan, db: Path, root: Path, stale: str) -> int:
     from rsi.nightly.tables import Report
 
     o.out.mkdir(parents=True, exist_ok=True)
-    env, lock = envmod.capture(), run.lock_info(o.root)
     store = history.open_store(db, root)
     store.reap_dead_runs()
-    st = run.state(o, store, env, lock)
+    st = run.state(o, store, envmod.capture(), run.lock_info(o.root))
+    env, lock = st["env"], st["lock"]              # the first start's: the phases done then ran there
     target = o.gpu if o.cuda else None
     try:
         base = history.baseline(store, o.baseline, target, st["run_id"])
@@ -169,7 +169,8 @@ def nightly(o: Options, plan, db: Path, root: Path, stale: str) -> int:
     past = history.earlier(store, target, st["run_id"], o.history)
     comps = F.comparisons(figs, base, past)
     phase_rows = [{k: v for k, v in r.items() if k != "output"} for r in records]
-    finds = F.assess(figs, comps, phase_rows, verdicts, {"env": env, "lock": lock}, base)
+    finds = F.assess(figs, comps, phase_rows, verdicts, {"env": env, "lock": lock, "resumes": st.get("resumes", [])},
+                     base)
     ranking = rank(figs, target, copy_gbps)
     code = F.exit_code(finds)
     summary = {"exit_code": code, "out": str(o.out), "baseline": base.id if base else None, "lock": lock,

@@ -75,6 +75,13 @@ def assess(figs: dict[str, Figure], comps: list[Comparison], phases: list[dict[s
             out.append(Finding("regression" if f.gates else "change", "slower", f.label, _fmt(c, f.unit)))
         elif c.status == "faster":
             out.append(Finding("improvement", "faster", f.label, _fmt(c, f.unit)))
+    for r in run.get("resumes", []):                   # a resume in another environment: say what moved
+        diffs = [f"{k}: {run['env'].get(k)} -> {r['env'].get(k)}" for k in ENV_KEYS
+                 if run["env"].get(k) != r["env"].get(k)]
+        if r["lock"].get("sha256") != run["lock"].get("sha256"):
+            diffs.append(f"lock sha256 {str(run['lock'].get('sha256'))[:12]} -> {str(r['lock'].get('sha256'))[:12]}")
+        if diffs:
+            out.append(Finding("change", "env", "environment of a resume", "; ".join(diffs)))
     if base is not None:
         out += _changes(run, base)
         ran = {p["name"] for p in phases if p["status"] == "ok"}

@@ -154,16 +154,19 @@ def repro_env() -> dict[str, str]:
 
 
 def state(o: Options, store, env: dict[str, Any], lock: dict[str, Any]) -> dict[str, Any]:
-    """DIR/state.json: created on the first start, its run marked running again on a resume."""
+    """DIR/state.json: created on the first start (its environment and lock are the run's), its run marked running
+    again on a resume (a resume's environment and lock, where they differ, are kept under ``resumes``)."""
     path = o.out / "state.json"
     st = json.loads(path.read_text()) if path.exists() else None
     if st and store.get_run(st["run_id"]) is not None:
         store.mark_running(st["run_id"])
         st["resumed"] = st.get("resumed", 0) + 1
+        if (env, lock) != (st["env"], st["lock"]):     # the first start's stay the run's; a resume's are kept beside
+            st.setdefault("resumes", []).append({"env": env, "lock": lock})
     else:
         rid = store.create_run("nightly", o.gpu, "cuda" if o.cuda else "interpret", "nightly",
                                {"argv": o.argv, "out": str(o.out)}, env)
-        st = {"run_id": rid, "started_at": time.time(), "argv": o.argv, "resumed": 0}
-    st |= {"env": env, "lock": lock, "repro_env": repro_env()}
+        st = {"run_id": rid, "started_at": time.time(), "argv": o.argv, "resumed": 0, "env": env, "lock": lock}
+    st["repro_env"] = repro_env()
     write_json(path, st)
     return st

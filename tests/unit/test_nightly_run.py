@@ -142,3 +142,20 @@ def test_a_second_nightly_exits_3_and_names_the_holder(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert "another nightly holds" in out and str(tmp_path / "first") in out
     assert not (tmp_path / "n").exists()                      # nothing was run
+
+
+def test_a_resume_keeps_the_first_environment_and_reports_its_own(tmp_path):
+    from rsi.nightly.history import open_store
+    from rsi.nightly.plan import Options
+
+    store = open_store(tmp_path / "db", tmp_path)
+    o = Options(out=tmp_path / "n", argv=["nightly"])
+    o.out.mkdir()
+    lock = {"sha256": "aaa", "kernels": {}}
+    first = run.state(o, store, {"torch": "2.12", "host": "h"}, lock)
+    again = run.state(o, store, {"torch": "2.13", "host": "h"}, lock)
+    assert again["run_id"] == first["run_id"] and again["resumed"] == 1
+    assert again["env"]["torch"] == "2.12" and again["resumes"][0]["env"]["torch"] == "2.13"
+    assert store.get_run(first["run_id"]).status == "running"
+    fs = F.assess({}, [], [], [], {"env": again["env"], "lock": lock, "resumes": again["resumes"]}, None)
+    assert [(f.what, f.detail) for f in fs] == [("environment of a resume", "torch: 2.12 -> 2.13")]
