@@ -116,17 +116,21 @@ def main(a: argparse.Namespace) -> int:
 
 
 def _collect(records: list[dict[str, Any]]):
-    figs, verdicts, copy_gbps = {}, [], None
+    figs, verdicts, copy_gbps, searches = {}, [], None, []
     for rec in records:
         if rec["status"] != "ok":
             continue
+        if rec["kind"] == "search":
+            out = rec["output"]
+            searches.append({"name": rec["name"], "backend": out.get("backend"), "candidates": out.get("candidates"),
+                             "accepted": out.get("accepted"), "promoted": len(out.get("promoted") or [])})
         for f in extract.figures(rec["kind"], rec["name"], rec["output"]):
             figs[f.key] = f
         if rec["kind"] == "verify":
             verdicts += extract.verdicts(rec["output"])
         if rec["kind"] == "bench" and copy_gbps is None:
             copy_gbps = (rec["output"].get("copy") or {}).get("gbps")
-    return figs, verdicts, copy_gbps
+    return figs, verdicts, copy_gbps, searches
 
 
 def nightly(o: Options, plan, db: Path, root: Path, stale: str) -> int:
@@ -165,12 +169,12 @@ def nightly(o: Options, plan, db: Path, root: Path, stale: str) -> int:
             if not ph.skip:
                 console.print(f"    {rec['status']} (exit {rec['rc']}) in {rec['wall_s']:.1f} s")
         records.append(rec)
-    figs, verdicts, copy_gbps = _collect(records)
+    figs, verdicts, copy_gbps, searches = _collect(records)
     past = history.earlier(store, target, st["run_id"], o.history)
     comps = F.comparisons(figs, base, past)
     phase_rows = [{k: v for k, v in r.items() if k != "output"} for r in records]
-    finds = F.assess(figs, comps, phase_rows, verdicts, {"env": env, "lock": lock, "resumes": st.get("resumes", [])},
-                     base)
+    finds = F.assess(figs, comps, phase_rows, verdicts, {"env": env, "lock": lock, "resumes": st.get("resumes", []),
+                                                          "searches": searches}, base)
     ranking = rank(figs, target, copy_gbps)
     code = F.exit_code(finds)
     summary = {"exit_code": code, "out": str(o.out), "baseline": base.id if base else None, "lock": lock,

@@ -75,6 +75,14 @@ def assess(figs: dict[str, Figure], comps: list[Comparison], phases: list[dict[s
             out.append(Finding("regression" if f.gates else "change", "slower", f.label, _fmt(c, f.unit)))
         elif c.status == "faster":
             out.append(Finding("improvement", "faster", f.label, _fmt(c, f.unit)))
+    for sr in run.get("searches", []):                 # --search: on a scratch copy of the lock (DIR/search-root)
+        what = f"{sr['candidates']} candidates, {sr['accepted']} accepted, {sr['promoted']} promoted in DIR/search-root"
+        if sr["promoted"]:
+            out.append(Finding("improvement", "search", sr["name"], what + ": a faster kernel than the lock's (the "
+                               "product's lock is untouched; search on the product root to promote it)"))
+        else:
+            out.append(Finding("note", "search", sr["name"], what + (" (interpreter: correctness only)"
+                                                                     if sr["backend"] != "cuda" else "")))
     for r in run.get("resumes", []):                   # a resume in another environment: say what moved
         diffs = [f"{k}: {run['env'].get(k)} -> {r['env'].get(k)}" for k in ENV_KEYS
                  if run["env"].get(k) != r["env"].get(k)]

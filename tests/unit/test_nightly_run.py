@@ -159,3 +159,13 @@ def test_a_resume_keeps_the_first_environment_and_reports_its_own(tmp_path):
     assert store.get_run(first["run_id"]).status == "running"
     fs = F.assess({}, [], [], [], {"env": again["env"], "lock": lock, "resumes": again["resumes"]}, None)
     assert [(f.what, f.detail) for f in fs] == [("environment of a resume", "torch: 2.12 -> 2.13")]
+
+
+def test_search_phases_say_whether_anything_better_was_found():
+    searches = [{"name": "search:swiglu", "backend": "cuda", "candidates": 4, "accepted": 3, "promoted": 1},
+                {"name": "search:modulate", "backend": "interpret", "candidates": 2, "accepted": 2, "promoted": 0}]
+    fs = F.assess({}, [], [], [], {"env": {}, "lock": {}, "searches": searches}, None)
+    by = {f.what: f for f in fs}
+    assert by["search:swiglu"].severity == "improvement" and "1 promoted in DIR/search-root" in by["search:swiglu"].detail
+    assert by["search:modulate"].severity == "note" and "interpreter" in by["search:modulate"].detail
+    assert F.exit_code(fs) == 0
