@@ -72,6 +72,13 @@ class Judge:
     def __init__(self, options: JudgeOptions | None = None):
         self.opt = options or JudgeOptions()
         self.device = torch.device("cuda" if self.opt.backend == "cuda" else "cpu")
+        if self.opt.backend == "interpret":
+            # references that are Triton kernels (lora_consumer's) run here, in the judge: under the same
+            # interpreter semantics as the producers (GPU rounding), or the judge compares two different machines
+            # (seen: a fresh `rsi verify` rejected the locked lora_consumer at 220 of 576 bytes for some seeds)
+            from rsi.harness.interp import patch_interpreter_rounding
+
+            patch_interpreter_rounding()
         self.seeds = tuple(self.opt.seeds) if self.opt.seeds else tuple(secrets.randbelow(2**31)
                                                                          for _ in range(N_SEEDS))
         self.run_seed = secrets.randbits(63)
