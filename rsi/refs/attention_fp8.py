@@ -68,11 +68,10 @@ from rsi.contract import Approximate, OpGroup, SpecialCase
 from rsi.refs import attention as A
 from rsi.refs.attention_baselines import BASELINES
 from rsi.refs.common import BF16, SPECIAL_ZERO_PREFIX, SPECIAL_ZEROS, _map_float
+from rsi.refs.fp8_common import E4M3, E4M3_MAX, e4m3
 
 OP = "attention_fp8"
-E4M3_MAX = 448.0
 SPREAD = 8          # per-head exponents of q (and -e of k) spread over [-SPREAD, SPREAD]
-E4M3 = torch.float8_e4m3fn
 
 
 def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,7 +85,7 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # IEEE quotient (fp8_common.row_scales does the same)
     scale = torch.where(amax > 0, torch.div(amax, torch.full_like(amax, E4M3_MAX)), torch.ones_like(amax))
     scale = torch.where(torch.isfinite(amax), scale, torch.full_like(amax, math.nan))
-    x8 = (xf / scale[None, :, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(E4M3)
+    x8 = e4m3(xf / scale[None, :, None])          # fp8_common's RNE saturating cast
     return x8.contiguous(), scale
 
 
