@@ -4,17 +4,24 @@
 # extracted from Debian 12's package with the libraries it links). Re-run from a clone to recreate both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mkdir -p .whl .tools
+mkdir -p .whl .whl-av .whl-report .tools
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
-# diffusers: the peer library the runtime uses (its other needs are in the image); av: PyAV for the MP4 mux
-# matplotlib, pandas and their dependencies: rsi nightly's report (the versions pip resolved for pyproject on the CPU side)
-for w in optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
-    diffusers==0.42.1 importlib_metadata==8.7.0 av==16.0.1 \
-    matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 pyparsing==3.3.3 \
-    pillow==13.0.0 pandas==3.1.1 python-dateutil==4.0.0 tzdata==2026.6; do
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
-    -d .whl "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --implementation cp $PLAT -d .whl "$w"
-done
+# One call carries at most 64 MiB, so the wheels come in three folders, carried as a call needs them:
+#   .whl/        rsi search / verify / bench and the runtime (optuna and its needs; diffusers, the peer library)
+#   .whl-av/     PyAV, for the MP4 mux (40 MB; runs with --no-mux do without it)
+#   .whl-report/ matplotlib, pandas and their needs: rsi nightly's report
+fetch() {
+  local dir=$1; shift
+  for w in "$@"; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
+      -d "$dir" "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --implementation cp $PLAT -d "$dir" "$w"
+  done
+}
+fetch .whl optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
+  diffusers==0.42.1 importlib_metadata==8.7.0
+fetch .whl-av av==16.0.1
+fetch .whl-report matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 \
+  pyparsing==3.3.3 pillow==13.0.0 pandas==3.1.1 python-dateutil==4.0.0 tzdata==2026.6
 tmp=$(mktemp -d)
 (cd "$tmp" && apt-get download -q bubblewrap libselinux1 libcap2 libpcre2-8-0 >/dev/null 2>&1)
 for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root"; done
@@ -30,4 +37,4 @@ LD_LIBRARY_PATH="$d" exec "$d/bwrap.bin" "$@"
 SH
 chmod +x .tools/bwrap .tools/bwrap.bin
 rm -rf "$tmp"
-ls -la .whl .tools
+du -sh .whl .whl-av .whl-report .tools

@@ -366,9 +366,10 @@ class Judge:
             entries = [e for e, _ in remote]
             if remote:
                 entries.append(AliasEntry("aa", remote[0][0]))
-            entries += [T.LocalEntry("eager", op.reference, private, flush),
-                        T.LocalEntry("compile", self._compiled_reference(op), private, flush),
-                        T.LocalEntry("copy", T.same_bytes_copy(nbytes, self.device), private, flush)]
+            if op.reference_timed:
+                entries += [T.LocalEntry("eager", op.reference, private, flush),
+                            T.LocalEntry("compile", self._compiled_reference(op), private, flush)]
+            entries.append(T.LocalEntry("copy", T.same_bytes_copy(nbytes, self.device), private, flush))
             entries += self._incumbents(op, shape, private, refs, flush)
             samples = T.interleave(entries, n_sets, warmup=int(params.get("warmup", 5)),
                                    reps=int(params.get("reps", 40)), sync_reps=int(params.get("sync_reps", 10)),

@@ -22,6 +22,9 @@ a bucket must also beat every incumbent the judge timed there beyond the noise (
 rule above decided from torch.compile or the locked kernel (parity at the ceiling never applies to an incumbent);
 the reason names the fastest incumbent (the smallest median ratio) and its ratio. A bucket where none of the declared
 incumbents was timed (all dropped by their check, or missing) is not promoted: "no incumbent timed".
+An op group that declares incumbents and does not time its reference (``OpGroup.reference_timed`` False: attention,
+whose fp32 reference takes ~1 s at 38,248 rows) has no eager or torch.compile entry; its buckets are decided by the
+verified kernel (if any) and the incumbents alone, and the reason says so.
 """
 
 from __future__ import annotations
@@ -62,11 +65,22 @@ def _ci(entry: dict[str, Any]) -> str:
     return f"CI {entry['ci95'][0]:.3f}-{entry['ci95'][1]:.3f}"
 
 
-def _bucket(base: dict[str, Any], has_incumbent: bool, band: float) -> tuple[bool, str]:
-    """(promote, why) for one bucket whose A/A band is known."""
+def _bucket(base: dict[str, Any], has_incumbent: bool, band: float, untimed_ref: bool = False) -> tuple[bool, str]:
+    """(promote, why) for one bucket whose A/A band is known; ``untimed_ref``: the op group declares incumbents and
+    its reference is not timed (module docstring)."""
     bt = f"A/A band {band:.3f}"
     need = f"needs CI low > {1.0 + band:.3f}"
     eager = base.get("eager")
+    if eager is None and untimed_ref:
+        if not has_incumbent:
+            return True, "reference not timed (its incumbents bind)"
+        best = base.get("best")
+        if best is None:
+            return False, "the verified kernel was not timed"
+        if not beyond_noise(best["ci95"], band):
+            return False, (f"not faster than the verified kernel beyond noise ({best['speedup']:.3f}x, {_ci(best)}; "
+                           f"{bt}, {need})")
+        return True, f"{best['speedup']:.3f}x the verified kernel ({_ci(best)}; {bt})"
     if eager is None:
         return False, "eager not timed"
     if not beyond_noise(eager["ci95"], band):
@@ -145,7 +159,8 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
             d.promote, d.per_bucket[b] = False, f"no A/A measurement (A/A CI {aa['ci95']} not finite)"
             continue
         d.aa_band[b] = band
-        ok, why = _bucket(base, has_incumbent, band)
+        ok, why = _bucket(base, has_incumbent, band, untimed_ref=bool(incumbents) and "eager" not in base
+                          and "compile" not in base)
         if ok and incumbents:
             ok, inc_why = _incumbents(base, incumbents, band)
             why = f"{why}; {inc_why}" if ok else inc_why
@@ -167,7 +182,9 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
             "shape": r["shape"], "bucket": r["bucket"], "method": r["method"], "warmup": r["warmup"],
             "iters": r["iters"], "p20_us": r["p20_us"], "p50_us": r["p50_us"], "p80_us": r["p80_us"],
             "gbps": r["gbps"], "pct_copy": r["pct_copy"], "copy_gbps": r["copy_gbps"],
-            "ref_p50_us": base["eager"]["p50_us"], "speedup": base["eager"]["speedup"], "ci95": base["eager"]["ci95"],
+            # eager: absent where the op group does not time its reference (OpGroup.reference_timed False)
+            "ref_p50_us": base.get("eager", {}).get("p50_us"), "speedup": base.get("eager", {}).get("speedup"),
+            "ci95": base.get("eager", {}).get("ci95"),
             "vs": {k: {"p50_us": v.get("p50_us"), "speedup": v["speedup"], "ci95": v["ci95"],
                        "pct_copy": v.get("pct_copy")} for k, v in base.items()},
         })

@@ -311,3 +311,38 @@ def test_record_keeps_every_incumbent():
     assert {"sdpa_cudnn", "flex", "compile", "eager", "aa"} <= set(rec["timings"][0]["vs"])
     assert rec["timings"][0]["vs"]["sdpa_cudnn"]["ci95"] == row["baselines"]["sdpa_cudnn"]["ci95"]
     assert rec["incumbents"] == v["details"]["incumbents"] and "sdpa_cudnn" in rec["promotion"]["rule"]
+
+
+def _untimed_reference(row: dict) -> dict:
+    """The row of an op group whose reference is not timed (OpGroup.reference_timed False): no eager, no compile."""
+    del row["baselines"]["eager"], row["baselines"]["compile"]
+    return row
+
+
+def test_an_untimed_reference_leaves_the_incumbents_to_decide():
+    fast = _untimed_reference(_with_incumbents(_row("a"), sdpa_cudnn=110.0, flex=125.0))
+    d = decide(_verdict(fast), ("a",), False, INCUMBENTS)
+    assert d.promote, d.reason()
+    assert "reference not timed" in d.per_bucket["a"] and "fastest incumbent sdpa_cudnn" in d.per_bucket["a"]
+    slow = _untimed_reference(_with_incumbents(_row("a"), sdpa_cudnn=97.0))
+    d = decide(_verdict(slow), ("a",), False, INCUMBENTS)
+    assert not d.promote and "incumbent sdpa_cudnn" in d.per_bucket["a"]
+    # a locked kernel still has to be beaten
+    locked = _untimed_reference(_with_incumbents(_row("a", best=103.0, aa=105.0), sdpa_cudnn=130.0))
+    d = decide(_verdict(locked), ("a",), True, INCUMBENTS)
+    assert not d.promote and "verified kernel" in d.per_bucket["a"]
+    # an op group without incumbents never skips eager: fail closed
+    d = decide(_verdict(_untimed_reference(_row("a"))), ("a",), False)
+    assert not d.promote and d.per_bucket["a"] == "eager not timed"
+
+
+def test_record_of_an_untimed_reference():
+    row = _untimed_reference(_with_incumbents(_row("a"), sdpa_cudnn=110.0))
+    v = _verdict(row)
+    d = decide(v, ("a",), False, INCUMBENTS)
+    cand = SimpleNamespace(op="attention", hash="h" * 64, source="src", config={"B": 1}, parent=None)
+    space = SimpleNamespace(op="attention", buckets=("a",), sha256="s" * 64)
+    rec = build_record(cand=cand, op_group=None, verdict=v, decision=d, env={}, space=space, run_id="r",
+                       reference_sha="x", proxy=False, seed=0, proposer="offline")
+    t = rec["timings"][0]
+    assert t["ref_p50_us"] is None and t["speedup"] is None and "eager" not in t["vs"] and "sdpa_cudnn" in t["vs"]
