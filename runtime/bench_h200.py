@@ -93,14 +93,17 @@ def time_block_and_forward(model, seq, step, cond, plan, kernels, a, dev) -> dic
             "forward_1344x768_ms": {"rows": seq.total, "times": fwd, "median": median(fwd)}}
 
 
-def time_block_attention(model, seq, step, kernels, classes: list[str], a, dev) -> dict[str, Any]:
+def time_block_attention(model, seq, step, kernels, classes: list[str], a, dev, baseline=None,
+                         lossy_linears: bool = False) -> tuple[dict[str, Any], torch.Tensor]:
     """The block with each attention class (as inside the denoising loop), with the block output's error against
-    the dense class's on the same input and the attention milliseconds per block (runtime.attention's events)."""
+    the dense class's on the same input (or against ``baseline``, the bf16 block's output, for every class) and the
+    attention milliseconds per block (runtime.attention's events). Returns (rows, the first class's output)."""
     rope = model.rope.table(seq.positions)
-    x = torch.randn(seq.total, model.cfg.hidden, device=dev, dtype=torch.bfloat16)
+    g = torch.Generator(device=dev).manual_seed(a.seed + 0xB10C)     # the same block input on every call
+    x = torch.randn(seq.total, model.cfg.hidden, device=dev, generator=g).to(torch.bfloat16)
     c = step.block_chunks(0)
     h = kernels.call("modulate", x, model.blocks[0].norm1.weight, c[0], c[1], step.mod_idx)
-    out, dense = {}, None
+    out, dense, first = {}, baseline, None
     for cls in classes:
         kernels.attention = Attention(AttentionConfig(cls), kernels)
         kernels.attention.at("stage1")
@@ -108,8 +111,10 @@ def time_block_attention(model, seq, step, kernels, classes: list[str], a, dev) 
         kernels.attention.reset()
         ms = timed(lambda: model.block(0, x, h, step, rope, seq.cu_seqlens, kernels), 2, a.block_reps, dev)
         rep = kernels.attention.report()
-        row = {"rows": seq.total, "times": ms, "median": median(ms), "lossy": cls != "dense",
+        row = {"rows": seq.total, "times": ms, "median": median(ms), "lossy": cls != "dense" or lossy_linears,
                "attention_ms_per_block": 1e3 * rep["seconds"].get("stage1", 0.0) / (2 + a.block_reps)}
+        if first is None:
+            first = y.float()
         if dense is None:
             dense = y.float()
         else:
@@ -118,8 +123,21 @@ def time_block_attention(model, seq, step, kernels, classes: list[str], a, dev) 
                                      "cosine": torch.nn.functional.cosine_similarity(
                                          y.float().flatten(), dense.flatten(), dim=0).item()}
         out[cls] = row
-        log(f"block with {cls} attention: {row['median']:.1f} ms (attention {row['attention_ms_per_block']:.1f} ms)")
-    return out
+        log(f"block with {cls} attention{' and fp8 linears' if lossy_linears else ''}: {row['median']:.1f} ms "
+            f"(attention {row['attention_ms_per_block']:.1f} ms)")
+    kernels.attention = Attention(kernels=kernels)
+    return out, first
+
+
+def time_block_fp8_linears(model, seq, step, kernels, classes: list[str], a, dev) -> dict[str, Any]:
+    """Block 0 with its four linears converted to e4m3 (runtime.precision.to_fp8_, as ``--precision fp8`` does at
+    load), with each attention class; errors against the bf16 block with dense attention on the same input."""
+    from runtime.precision import to_fp8_
+
+    _, ref = time_block_attention(model, seq, step, kernels, ["dense"], a, dev)
+    summary = to_fp8_(model.blocks[0], kernels)
+    rows, _ = time_block_attention(model, seq, step, kernels, classes, a, dev, baseline=ref, lossy_linears=True)
+    return {"conversion": summary, "by_attention": rows}
 
 
 @torch.no_grad()
@@ -142,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0, help="seconds of both requests (default 5)")
     p.add_argument("--config", default="full", choices=["full", "tiny"], help="model sizes (tiny: CPU smoke test)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --config tiny, for tests)")
+    p.add_argument("--precision", nargs="+", default=["bf16"], choices=["bf16", "fp8"],
+                   help="with fp8: also time block 0 with its linears in e4m3 (runtime/precision.py), after the "
+                        "modes, with each --attention class (lossy rows, error against the bf16 dense block)")
     p.add_argument("--attention", nargs="+", default=["dense"], choices=["dense", "fp8"],
                    help="attention classes to time the block with (runtime/attention.py; default dense; fp8 is "
                         "lossy, reported in its own rows with its error against dense)")
@@ -207,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         lossy = [c for c in a.attention if c != "dense"]
         if lossy:
             r["block_by_attention"] = time_block_attention(model, seqs["full"], caches["full"][0], kernels,
-                                                           ["dense", *lossy], a, dev)
-            kernels.attention = Attention(kernels=kernels)
+                                                           ["dense", *lossy], a, dev)[0]
         log(f"{mode}: block {r['block_ms']['median']:.1f} ms, forward "
             f"{r['forward_1344x768_ms']['median'] / 1e3:.2f} s at S={seqs['full'].total}")
         if not a.skip_request:
@@ -238,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             del out
         r["kernels"] = kernels.summary()
         res["modes"][mode] = r
+    if "fp8" in a.precision:   # last: it converts block 0 in place
+        kernels = Kernels(a.modes[-1], root=a.root)
+        res["block_fp8_linears"] = time_block_fp8_linears(model, seqs["full"], caches["full"][0], kernels,
+                                                          a.attention, a, dev)
     res["peak_gib"] = max(peak, mem(dev).get("peak_gib", 0.0))
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2, default=str)

@@ -110,6 +110,12 @@ class Kernels:
         choice = self._cache.get(key) or self._resolve(op, dims, key, fallback)
         return self._timed(key, choice, args)
 
+    def chosen(self, op: str, *args: Any) -> str:
+        """The kernel that served ``op`` at these args' dims so far (verified directory name, "reference" or the
+        fallback's description), or "" if it has not run at them."""
+        c = self._cache.get((op, tuple(sorted(op_dims(op, args).items()))))
+        return c.kernel if c else ""
+
     # ------------------------------------------------------------------------------------------ per-op timing
     def reset_times(self) -> None:
         self._seconds: dict[tuple, float] = {}

@@ -148,11 +148,6 @@ def make_inputs(shape, seed: int, device, layout: int = 0):
     return q, k, v, cu
 
 
-def _large(inputs, which=()):
-    factor = {0: 1.0e4, 1: 1.0e-4, 2: 1.0e4}
-    return _map_float(inputs, lambda i, t: (t.float() * factor[i]).to(t.dtype), which)
-
-
 def _subnormal(inputs, which=()):
     factor = {0: 1.0e-39, 1: 1.0e-39, 2: 2.0 ** -120}
     return _map_float(inputs, lambda i, t: (t.float() * factor[i]).to(t.dtype), which)
@@ -170,7 +165,7 @@ def _nonfinite(inputs, which=()):
     return _map_float(inputs, f, which)
 
 
-SPECIAL_CASES = (SPECIAL_ZEROS, SPECIAL_ZERO_PREFIX, SpecialCase("large", _large),
+SPECIAL_CASES = (SPECIAL_ZEROS, SPECIAL_ZERO_PREFIX, A.SPECIAL_LARGE,
                  SpecialCase("subnormal", _subnormal), SpecialCase("nonfinite", _nonfinite, nonfinite=True))
 
 

@@ -140,5 +140,6 @@ def launch(x, w, shift, scale, idx, SPLIT=1, ROWS=1, num_warps=4, EVICT="", STRE
         x, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1),
         w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0),
         h8.stride(0), BLOCK_A=block_a, BLOCK_B=block_b, LOG=LOG2_MAX, ROWS=ROWS, EVICT=EVICT,
-        XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", num_warps=num_warps)
+        XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", num_warps=num_warps,
+        enable_fp_fusion=False)  # no fma(x, x, y * y) in the sum of squares: the reference rounds x * x first
     return h8, h_scale

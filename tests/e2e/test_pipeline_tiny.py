@@ -204,7 +204,7 @@ def test_bench_script_cpu_smoke(tmp_path):
     out = tmp_path / "b.json"
     rc = bench_h200.main(["--config", "tiny", "--device", "cpu", "--full-res", "128x64", "--s1-res", "64x32",
                           "--duration", "0.2", "--text-len-full", "10", "--text-len-s1", "8", "--block-reps", "1",
-                          "--attention", "dense", "fp8", "--out", str(out)])
+                          "--attention", "dense", "fp8", "--precision", "bf16", "fp8", "--out", str(out)])
     assert rc == 0
     d = json.loads(out.read_text())
     by = d["modes"]["verified"]["block_by_attention"]
@@ -213,3 +213,6 @@ def test_bench_script_cpu_smoke(tmp_path):
     assert d["adaln"]["bitwise_equal_to_per_step"] is True and set(d["modes"]) == {"reference", "verified"}
     assert d["modes"]["verified"]["z_video_vs_first_mode"]["max_abs"] == 0.0
     assert d["rows"]["full"]["used"] == 10 + 16 + 16
+    f8 = d["block_fp8_linears"]
+    assert f8["conversion"]["converted"] == 4 and set(f8["by_attention"]) == {"dense", "fp8"}
+    assert all(r["lossy"] and 0 < r["error_vs_dense"]["rel_l2"] < 0.1 for r in f8["by_attention"].values())
