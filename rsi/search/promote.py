@@ -141,6 +141,8 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
             else "beat torch.compile beyond the A/A band (parity at ceiling)")
     if incumbents:
         rule += f"; and beat every timed incumbent ({', '.join(incumbents)}) beyond the A/A band"
+        if any("eager" not in r["baselines"] and "compile" not in r["baselines"] for r in rows.values()):
+            rule += " (the reference not timed: the incumbents and the verified kernel decide)"
     d = Decision(True, rule=rule)
     if not buckets:
         return Decision(False, {"all": "the space claims no bucket"}, rule=d.rule)
