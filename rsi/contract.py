@@ -262,6 +262,11 @@ class OpGroup:
     # incumbents whose fp32/fp64 reference is orders of magnitude slower than them (attention: ~1 s at 38,248 rows,
     # so two such entries cost ~60 s of every candidate's timing loop and never bind the promotion rule).
     reference_timed: bool = True
+    # named shapes whose correctness trials are the seeds and the refill only; the special cases and the layouts run
+    # at the op group's other named shapes (the same code at a smaller size; int32 overflow has the huge shape).
+    # For shapes whose fp32 reference and fp64 oracle cost seconds a trial (attention at 38,272 rows: ~11 trials a
+    # candidate made one correctness pass outlast run 22's 170 s cap).
+    heavy_shapes: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         names = [b.name for b in self.baselines]

@@ -121,6 +121,7 @@ class Attention:
 
     def __init__(self, config: AttentionConfig | None = None, kernels=None):
         self.cfg, self.kernels = config or AttentionConfig(), kernels
+        self.sp = None          # runtime.ulysses.Ulysses while a sequence-parallel forward runs (H3DiT.forward)
         self.where = _Where()
         self.reset()
 
@@ -176,7 +177,16 @@ class Attention:
     def self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
                   sparse: bool = False) -> torch.Tensor:
         """q, k, v: [S, H, D] (any strides), documents ``bounds`` (cu_seqlens as a list) -> [S, H * D].
-        ``sparse``: the call may run Sol-Attn (the refiner's video self-attention)."""
+        ``sparse``: the call may run Sol-Attn (the refiner's video self-attention). Under Ulysses (``self.sp``)
+        q, k, v hold this rank's rows and every head, ``bounds`` the global documents: the exchange runs around
+        the attention of the full sequence for this rank's heads (runtime/ulysses.py)."""
+        if self.sp is not None and self.sp.world > 1:
+            return self.sp.attention(q, k, v, lambda a, b, c: self._self_attn(a, b, c, bounds, sparse),
+                                     self.kernels)
+        return self._self_attn(q, k, v, bounds, sparse)
+
+    def _self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
+                   sparse: bool = False) -> torch.Tensor:
         cu = torch.tensor(bounds, dtype=torch.int32, device=q.device)
         w, cfg = self.where, self.cfg
         lossy = w.stage in DENOISING

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -120,6 +121,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="sol: selection block in rows (default 128, the sol_attn op group's; 8 on --config tiny; "
                         "a size other than 128 runs the op group's reference)")
     p.add_argument("--device", default="auto", help="auto (cuda if visible), cpu, cuda, cuda:N")
+    p.add_argument("--gpus", type=int, default=1, help="Ulysses sequence parallelism over N processes (one GPU each, "
+                   "NCCL; gloo on the CPU): re-runs this command under torchrun; N divides the heads (default 1)")
+    p.add_argument("--wire", default="bf16", choices=["bf16", "int8", "fp8"],
+                   help="format of the Ulysses exchanges with --gpus > 1: bf16 (exact, default), int8 (UE5M3 "
+                        "block-int8 records both ways) or fp8 (e4m3 output records); int8 and fp8 are lossy")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
     p.add_argument("--verbose", action="store_true", help="log every kernel choice as it is made")
@@ -179,6 +185,9 @@ def _run(args: argparse.Namespace) -> int:
 
         req.attention, req.sol_taus, req.precision = args.attention, parse_taus(args.sol_tau), args.precision
         req.sol_dense_layers, req.sol_block = args.sol_dense_layers, args.sol_block
+        req.gpus, req.wire = args.gpus, args.wire
+        rank = int(os.environ.get("RANK", "0"))
+        req.mux = req.mux and rank == 0       # under torchrun only rank 0 writes the MP4 and the JSON
         if not req.two_stage and any((args.refiner, args.adapter, args.ltx_vae)):
             raise ValueError("--refiner, --adapter and --ltx-vae are stage-2 components: add --two-stage")
         if not req.two_stage and (args.warmup or args.repeat != 1):
@@ -205,6 +214,14 @@ def _run(args: argparse.Namespace) -> int:
                               "sigmas": list(SIGMAS)}
         console.print_json(json.dumps(info))
         return 0
+    if req.gpus > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        import subprocess
+
+        from runtime.ulysses import torchrun_argv
+
+        argv = torchrun_argv(req.gpus, list(getattr(args, "argv", None) or sys.argv[1:]))
+        console.print(escape(f"--gpus {req.gpus}: running under torchrun: {' '.join(argv)}"), soft_wrap=True)
+        return subprocess.run(argv, check=False).returncode
     try:
         if req.two_stage:
             from runtime.two_stage import run_pipeline_two_stage as run_pipeline
@@ -217,6 +234,8 @@ def _run(args: argparse.Namespace) -> int:
         _fail("failed", e)
         return 1
 
+    if rank != 0:
+        return 0
     route = "two-stage" if req.two_stage else "stage 1 only"
     t = Table(title=f"H3 {route} {req.config} {plan.width}x{plan.height} {plan.frames} frames, "
                     f"{res.schedule['steps']} steps ({res.schedule['name']}), kernels={req.kernels}, {res.device}")

@@ -118,14 +118,25 @@ class H3DiT(nn.Module):
         x[seq.audio] = self.audio_patch_proj(audio.float()).to(BF16)
         x[seq.video] = self.video_patch_proj(video.float()).to(BF16)
 
-        c = step.block_chunks(0)          # shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp [T, H]
-        h = kernels.call("modulate", x, self.blocks[0].norm1.weight, c[0], c[1], step.mod_idx)
-        for i in range(len(self.blocks)):
-            x, h = self.block(i, x, h, step, rope, seq.cu_seqlens, kernels)
+        sp = getattr(kernels, "sp", None)  # runtime.ulysses.Ulysses: this rank runs the blocks on its rows only
+        if sp is not None and sp.world > 1:
+            rows = sp.rows(seq.total)
+            x, rope, step = x[rows], rope[rows], sp.local_step(step, seq.total)
+            kernels.attention.sp = sp
+        try:
+            c = step.block_chunks(0)      # shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp [T, H]
+            h = kernels.call("modulate", x, self.blocks[0].norm1.weight, c[0], c[1], step.mod_idx)
+            for i in range(len(self.blocks)):
+                x, h = self.block(i, x, h, step, rope, seq.cu_seqlens, kernels)
+        finally:
+            if sp is not None:
+                kernels.attention.sp = None
 
         fl = self.final_layer
         shift, scale = step.final_chunks()                                                  # [M, H] each
         h = kernels.call("modulate", x, fl.norm.weight, shift, scale, step.t_idx).float()   # [S, H] fp32
+        if sp is not None and sp.world > 1:
+            h = sp.gather_rows(h)                                                           # every rank: [S, H]
         v_video, v_audio = fl.video_out(h), fl.audio_out(h)                                 # all rows, then select
         return v_video[seq.video], v_audio[seq.audio]
 

@@ -223,6 +223,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)                 # rsi.env.capture(): versions, GPU, commit
     outputs: dict[str, Any] | None = field(default=None, repr=False)     # latents and arrays; not in the JSON
+    latent_sha256: str | None = None   # sha256 of the final video latent's bytes: equal runs have equal hashes
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -239,6 +240,26 @@ def setup_triton_interpreter() -> bool:
     from rsi.harness.interp import patch_interpreter_rounding
 
     return patch_interpreter_rounding()
+
+
+def ulysses_for(req: Request, device: torch.device):
+    """--gpus N under torchrun: this rank's runtime.ulysses.Ulysses (the process group made here); else None."""
+    if req.gpus <= 1:
+        return None
+    from runtime.ulysses import init_from_env
+
+    sp = init_from_env(device.type, req.wire)
+    if sp is None or sp.world != req.gpus:
+        raise RequestError(f"--gpus {req.gpus}: run under torchrun with {req.gpus} processes (rsi run-pipeline does "
+                           f"this itself; WORLD_SIZE here is {sp.world if sp else 1})")
+    return sp
+
+
+def describe_ulysses(sp) -> str:
+    wire = "bf16 wire" if sp.wire == "bf16" else f"{sp.wire} wire (LOSSY: runtime/wire.py)"
+    return (f"Ulysses sequence parallelism: {sp.world} ranks, the H3 blocks' rows split {sp.world} ways, {wire} "
+            f"({sp.bytes_sent / 2**20:.1f} MiB sent by rank {sp.rank}); the token refiner, the VAEs and (two-stage) "
+            "the LTX-2 refiner run replicated on every rank")
 
 
 def run_pipeline(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:
@@ -268,6 +289,7 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     schedule = pick_schedule(req)
     kernels = Kernels(req.kernels, root=req.root)
     kernels.attention = Attention(attention_config(req), kernels)
+    kernels.sp = ulysses_for(req, device)
     timer = Timer(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -324,6 +346,8 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     timer.stages["attention"] = kernels.attention.report()
     timer.stages["ops"] = kernels.op_times()                  # seconds per (op, dims) in the request
     notes.append("attention: " + describe_attention(kernels.attention.cfg))
+    if kernels.sp is not None:
+        notes.append(describe_ulysses(kernels.sp))
     if precision:
         notes.append(describe_precision(precision))
     model_info = {**model_info, "precision": {"mode": req.precision, **precision}}
@@ -331,7 +355,13 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
         request=asdict(req), plan=plan.to_json(), schedule=schedule.to_json(), device=str(device),
         timings_s=timer.stages, memory=peak_memory(device), adaln=adaln, model=model_info,
         text_encoder=encoder_name, kernels=kernels.summary(), lock_sha256=lock_sha256(req.root), weights=weights,
-        mp4=mp4, notes=notes, env=run_env(), outputs=out)
+        mp4=mp4, notes=notes, env=run_env(), outputs=out, latent_sha256=tensor_sha256(out["z_video"]))
+
+
+def tensor_sha256(t: torch.Tensor) -> str:
+    import hashlib
+
+    return hashlib.sha256(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 def run_env() -> dict[str, Any]:

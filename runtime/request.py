@@ -65,12 +65,36 @@ class Request:
     sol_taus: tuple[float, ...] = (1.0, 1.25, 1.5)   # sol: threshold per refiner update (the last holds after)
     sol_dense_layers: int | None = None   # sol: refiner layers kept dense (None: 2 on full, 1 on tiny)
     sol_block: int | None = None    # sol: selection block (None: 128, the sol_attn op group's; 8 on tiny)
+    gpus: int = 1                   # Ulysses ranks (runtime/ulysses.py); > 1 runs under torchrun, one process each
+    wire: str = "bf16"              # the Ulysses exchanges' format: bf16 | int8 | fp8 (runtime/wire.py; lossy)
 
 
 def resolve_device(name: str) -> torch.device:
+    """``auto``: cuda if visible, else cpu; under torchrun a bare ``cuda`` is this rank's GPU (LOCAL_RANK)."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return torch.device(name)
+
+
+def check_gpus(req: "Request", heads: int) -> None:
+    """--gpus N: N Ulysses ranks need N to divide the heads, and N GPUs when the run is on CUDA."""
+    n = req.gpus
+    from runtime.wire import WIRES
+
+    if req.wire not in WIRES:
+        raise RequestError(f"--wire {req.wire!r}: use one of {', '.join(WIRES)}")
+    if req.wire != "bf16" and n == 1:
+        raise RequestError(f"--wire {req.wire} compresses the Ulysses exchanges: it needs --gpus 2 or more")
+    if n < 1:
+        raise RequestError(f"--gpus {n}: at least 1")
+    if n == 1:
+        return
+    if heads % n:
+        raise RequestError(f"--gpus {n}: Ulysses splits the {heads} attention heads evenly; use a divisor of {heads}")
+    if req.device != "cpu" and torch.cuda.is_available() and torch.cuda.device_count() < n:
+        raise RequestError(f"--gpus {n}: only {torch.cuda.device_count()} GPU(s) visible")
 
 
 def _writable(flag: str, value: str, suffix: str | None = None) -> None:
@@ -143,6 +167,7 @@ def validate(req: Request) -> ShapePlan:
         _check_two_stage(req, plan)
     if req.repeat < 1:
         raise RequestError(f"--repeat {req.repeat}: use 1 or more")
+    check_gpus(req, get_config(req.config).dit.heads)
     if req.mux:
         _writable("--out", req.out, ".mp4")
     elif Path(req.out).suffix.lower() != ".mp4":

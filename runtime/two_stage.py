@@ -78,6 +78,9 @@ class TwoStage:
         self.p1 = draft_plan(plan)
         cfg = get_config(req.config)
         self.cfg, self.kernels = cfg, Kernels(req.kernels, root=req.root)
+        from runtime.pipeline import ulysses_for
+
+        self.kernels.sp = ulysses_for(req, device)
         self.kernels.attention = Attention(attention_config(req), self.kernels)
         self.schedule = pick_schedule(req)
         with timer("build_text_encoder"):
@@ -255,6 +258,10 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
              "refiner input noised to sigma_0 as s0*eps + (1-s0)*z (UNCONFIRMED mix, H3_SPEC.md section 6)"]
     if ts.precision:
         notes.append(describe_precision(ts.precision))
+    if ts.kernels.sp is not None:
+        from runtime.pipeline import describe_ulysses
+
+        notes.append(describe_ulysses(ts.kernels.sp))
     names = {**PARTS, "ltx_refiner": "LTX-2 refiner", "ltx_vae": "LTX-2 VAE decoder", "upscaler": "upscaler",
              "adapter": "adapter", "stage2_text": "stage-2 text encoder"}
     random_parts = [names.get(k, k) for k, v in weights.items() if v["source"] == "random"]

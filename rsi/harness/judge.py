@@ -217,6 +217,8 @@ class Judge:
             plan += [(shape, 0, s, None, False) for s in seeds]
             if full:  # the refill reuses the buffers of the seed trial just before it (same layout, same sizes)
                 plan.append((shape, 0, self.seeds[-1] + 7919, None, True))
+                if cuda and shape.name in tuple(getattr(op, "heavy_shapes", ())):
+                    continue   # specials and layouts at the other named shapes (OpGroup.heavy_shapes)
                 plan += [(shape, 0, self.seeds[0], sc, False) for sc in op.special_cases]
                 plan += [(shape, lay, self.seeds[1 % len(self.seeds)], None, False) for lay in range(1, n_layouts)]
         return plan

@@ -279,4 +279,5 @@ OP_GROUP = OpGroup(
     schema=SCHEMA,
     baselines=BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
+    heavy_shapes=("h3_full",),   # seeds and refill only there; specials and layouts at the other shapes
 )

@@ -311,4 +311,5 @@ OP_GROUP = OpGroup(
     schema=SCHEMA,
     baselines=BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
+    heavy_shapes=("qkv_full", "fc1_full", "fc2_full", "out_full"),   # specials and layouts at the stage-1 shapes
 )

@@ -372,6 +372,7 @@ OP_GROUP = OpGroup(
     tolerance=Approximate(max_rel_l2=1.0, min_cosine=0.6, max_abs_frac=2.0, factor=1.1, floor_rel_l2=2e-3),
     baselines=SOL_BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
+    heavy_shapes=("h3_full",),   # seeds and refill only there; specials and layouts at the other shapes
     shapes=(
         _shape("h3_stage1", 10304, dense.H3_HEADS, 2),   # 10,250 used rows (512 text first) + pad document
         _shape("h3_full", 38272, dense.H3_HEADS, 2),     # 38,248 used rows + pad document
