@@ -25,6 +25,8 @@ this mix UNCONFIRMED).
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import time
 from contextlib import nullcontext
@@ -119,6 +121,15 @@ class RefinerState:
     ca_rope: tuple
     ca_audio_rope: tuple
     text_kv: list = field(default_factory=list)          # per block: (k, v, audio_k, audio_v)
+    ca_rope_q: tuple | None = None     # Ulysses: ca_rope cut to this rank's video rows (the a2v queries)
+
+
+def _rows_of(t: torch.Tensor, rows: slice, n: int) -> torch.Tensor:
+    """t with its row dimension (the first of size n after the batch) cut to ``rows``."""
+    for dim in range(1, t.dim()):
+        if t.shape[dim] == n:
+            return t[(slice(None),) * dim + (rows,)]
+    return t
 
 
 class Refiner:
@@ -127,6 +138,8 @@ class Refiner:
     def __init__(self, model: LTX2VideoTransformer3DModel, kernels):
         self.m, self.k = model, kernels
         self.dtype = next(model.parameters()).dtype
+        self.sp = None              # this forward's runtime.ulysses.Ulysses when the video rows are split (forward)
+        self.sp_note = ""
 
     # ------------------------------------------------------------------------------------------ per request
     @torch.no_grad()
@@ -170,6 +183,9 @@ class Refiner:
         m = self.m
         te = self._temb(sigma)
         x = m.proj_in(video.to(self.dtype))[0]                                             # [Nv, D]
+        self.sp, st = self._split(x.shape[0], st)
+        if self.sp is not None:
+            x = x[self.sp.rows(x.shape[0])]                                                # [Nv / W, D]
         a = m.audio_proj_in(audio.to(self.dtype))[0]                                       # [Na, Da]
         blocks = list(m.transformer_blocks)
         mods = [self._mods(b, te) for b in blocks]
@@ -180,8 +196,28 @@ class Refiner:
             nxt = mods[i + 1] if i + 1 < len(blocks) else None
             x, a, h, ha = self._block(blk, x, a, h, ha, mods[i], nxt, st, st.text_kv[i])
         out = self._final(x, m.scale_shift_table, te["emb"], m.norm_out, m.proj_out)
+        if self.sp is not None:
+            out = self.sp.gather_rows(out)
         aout = self._final(a, m.audio_scale_shift_table, te["aemb"], m.audio_norm_out, m.audio_proj_out)
         return out[None].float(), aout[None].float()
+
+    def _split(self, nv: int, st: RefinerState):
+        """Ulysses over the video rows (runtime/ulysses.py) when kernels.sp has more than one rank and the rows and
+        heads divide: (sp, the state with the video RoPE tables cut to this rank's rows for its queries; the full
+        ``ca_rope`` stays for the video keys of video-to-audio attention). Else (None, st), noted once."""
+        sp = getattr(self.k, "sp", None)
+        if sp is None or sp.world <= 1:
+            return None, st
+        heads = self.m.transformer_blocks[0].attn1.heads
+        if nv % sp.world or heads % sp.world:
+            self.sp_note = (f"LTX-2 refiner replicated on every rank: {nv} video rows / {heads} heads do not split "
+                            f"{sp.world} ways")
+            return None, st
+        self.sp_note = (f"LTX-2 refiner: video rows split {sp.world} ways (Ulysses self-attention; video rows "
+                        "all-gathered for video-to-audio attention; audio rows replicated)")
+        rows = sp.rows(nv)
+        cut = lambda rope: tuple(_rows_of(t, rows, nv) for t in rope)
+        return sp, dataclasses.replace(st, rope=cut(st.rope), ca_rope_q=cut(st.ca_rope))
 
     @staticmethod
     def _final(x, table, emb, norm, proj):
@@ -234,8 +270,13 @@ class Refiner:
                     k = apply(k[None], krope or rope)[0]
         H = attn.heads
         if kv is None and hkv is None:                       # self-attention: one document
-            o = self.k.attention.self_attn(*(t.unflatten(-1, (H, -1)) for t in (q, k, v)), [0, q.shape[0]],
-                                           sparse=sparse)                                     # [S, H * d]
+            at, n = self.k.attention, q.shape[0]
+            if sparse and self.sp is not None:               # the video rows are split: Ulysses around it
+                at.sp, n = self.sp, n * self.sp.world
+            try:
+                o = at.self_attn(*(t.unflatten(-1, (H, -1)) for t in (q, k, v)), [0, n], sparse=sparse)  # [S, H*d]
+            finally:
+                at.sp = None
         else:
             o = self.k.attention.cross(*(t.unflatten(-1, (H, -1)).transpose(0, 1)[None] for t in (q, k, v)))
             o = o[0].transpose(0, 1).flatten(1)                                                # [S, H * d]
@@ -258,7 +299,10 @@ class Refiner:
         a_a2v_sc, a_a2v_sh, a_v2a_sc, a_v2a_sh = md["aca"]
         hv_a2v, hv_v2a = self._mod(x, v_a2v_sc, v_a2v_sh), self._mod(x, v_v2a_sc, v_v2a_sh)
         ha_a2v, ha_v2a = self._mod(a, a_a2v_sc, a_a2v_sh), self._mod(a, a_v2a_sc, a_v2a_sh)
-        a2v = self._attn(blk.audio_to_video_attn, hv_a2v, ha_a2v, rope=st.ca_rope, krope=st.ca_audio_rope)
+        if self.sp is not None:                              # audio attends to every video row
+            hv_v2a = self.sp.gather_rows(hv_v2a)
+        a2v = self._attn(blk.audio_to_video_attn, hv_a2v, ha_a2v, rope=st.ca_rope_q or st.ca_rope,
+                         krope=st.ca_audio_rope)
         v2a = self._attn(blk.video_to_audio_attn, ha_v2a, hv_v2a, rope=st.ca_audio_rope, krope=st.ca_rope)
         x, h3 = self._grm(x, a2v, md["vg"], sc_mlp, sh_mlp)
         a, ha3 = self._grm(a, v2a, md["ag"], asc_mlp, ash_mlp)

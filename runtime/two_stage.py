@@ -262,6 +262,8 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
         from runtime.pipeline import describe_ulysses
 
         notes.append(describe_ulysses(ts.kernels.sp))
+        if ts.refiner.sp_note:
+            notes.append(ts.refiner.sp_note)
     names = {**PARTS, "ltx_refiner": "LTX-2 refiner", "ltx_vae": "LTX-2 VAE decoder", "upscaler": "upscaler",
              "adapter": "adapter", "stage2_text": "stage-2 text encoder"}
     random_parts = [names.get(k, k) for k, v in weights.items() if v["source"] == "random"]
