@@ -7,6 +7,18 @@ as the model uses it. The diffusers layout renames modules, splits Q/K/V into to
 [up; gate] and drops ``rope.inv_freq``. Every missing, unexpected or mis-shaped tensor is an error naming the key,
 a corrupt or truncated file one naming the file; ``check_dit`` finds all of them from the headers, before any tensor
 is read.
+
+FP8 checkpoints (H3_SPEC.md section 7, native names): the blocks' four linears stored in e4m3 with fp32 scales.
+* ModelOpt: ``attn.qkv_proj.to_{q,k,v}.{weight, weight_scale, input_scale}`` (Q, K, V as three matrices, so the
+  [Q; K; V] order needs no reordering), the other linears ``.{weight, weight_scale, input_scale}``.
+* Comfy: ``.weight`` (F8_E4M3, qkv already contiguous) + scalar ``weight_scale`` + ``input_scale`` (none on fc2) +
+  ``comfy_quant`` (uint8 JSON).
+A ``weight_scale`` may be a scalar or one per output channel. The e4m3 values and their scales are kept as read
+(``FP8_ATTR`` on the model: module name -> (w8, per-channel fp32 scale)): ``--precision fp8`` then uses them as they
+are (runtime/precision.py), not a re-quantisation; the bf16 parameters get ``bf16(w8 * scale)`` (exact unless the
+product needs more than bf16's 8 significant bits: the run notes it). ``input_scale`` (a static activation scale) is
+read and not used: the runtime quantises activations per row at run time. The diffusers layout has no FP8 variant
+here (an error says so).
 """
 
 from __future__ import annotations
@@ -48,6 +60,9 @@ _N2D = [
 ]
 QKV = ".attn.qkv_proj.weight"
 FC1 = ".mlp.fc1.weight"
+FP8_LINEARS = (".attn.qkv_proj.weight", ".attn.out_proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight")
+FP8_EXTRA = ("weight_scale", "input_scale", "comfy_quant")
+FP8_ATTR = "fp8_checkpoint"        # model attribute: {module name: (w8 e4m3 [N, K], scale fp32 [N])}
 
 
 class CheckpointError(ValueError):
@@ -142,6 +157,27 @@ def checkpoint_files(path: str | os.PathLike) -> dict[str, Path]:
     return {k: f for k, (f, _) in checkpoint_tensors(path).items()}
 
 
+def fp8_format(keys) -> str | None:
+    """"modelopt", "comfy" or None (no e4m3 linears) from the key names."""
+    if any(k.endswith(".qkv_proj.to_q.weight_scale") for k in keys):
+        return "modelopt"
+    if any(k.endswith((".weight_scale", ".comfy_quant")) for k in keys):
+        return "comfy"
+    return None
+
+
+def _fp8_linear(name: str, layout: str, fmt: str | None) -> bool:
+    return fmt is not None and layout == "native" and name.startswith("blocks.") and name.endswith(FP8_LINEARS)
+
+
+def _fp8_sources(name: str, fmt: str) -> list[str]:
+    """The weight keys of one e4m3 linear (``name`` its model weight): ModelOpt splits qkv in three."""
+    if fmt == "modelopt" and name.endswith(QKV):
+        base = name[: -len("weight")]
+        return [base + f"to_{x}.weight" for x in "qkv"]
+    return [name]
+
+
 def detect_layout(keys) -> str:
     return "diffusers" if any(k.startswith(("transformer_blocks.", "proj_in.", "context_embedder.")) for k in keys) \
         else "native"
@@ -167,10 +203,21 @@ def check_dit(model: torch.nn.Module, path: str | os.PathLike) -> tuple[dict[str
     CheckpointError naming the key (and file). ``model`` may be on the meta device. Returns (tensors, layout)."""
     tensors = checkpoint_tensors(path)
     layout, root, used = detect_layout(tensors), transformer_dir(path), set()
+    fmt = fp8_format(tensors)
+    if fmt and layout != "native":
+        raise CheckpointError(f"{root}: an FP8 ({fmt}) checkpoint in the diffusers layout is not supported; use the "
+                              "native names (H3_SPEC.md section 7)")
     for name, dst in model.state_dict(keep_vars=True).items():
         if _skipped(name, layout, tensors):
             continue
-        keys = _sources(name, layout)
+        fp8 = _fp8_linear(name, layout, fmt)
+        keys = _fp8_sources(name, fmt) if fp8 else _sources(name, layout)
+        if fp8:
+            for k in keys:
+                base = k[: -len("weight")]
+                if base + "weight_scale" not in tensors:
+                    raise CheckpointError(f"FP8 ({fmt}) checkpoint {root}: {k!r} has no {base + 'weight_scale'!r}")
+                used.update(base + x for x in FP8_EXTRA if base + x in tensors)
         want = (dst.shape[0] // len(keys), *dst.shape[1:])
         for k in keys:
             if k not in tensors:
@@ -202,8 +249,16 @@ def load_dit(model: torch.nn.Module, path: str | os.PathLike, qkv_layout: str = 
                 handles[f, str(device)] = stack.enter_context(open_safetensors(f, str(device)))
             return handles[f, str(device)].get_tensor(key)
 
+        fmt, fp8_store, inexact = fp8_format(tensors), {}, 0
         for name, dst in list(model.state_dict(keep_vars=True).items()):
             if _skipped(name, layout, tensors):
+                continue
+            if _fp8_linear(name, layout, fmt):
+                w8, scale = _read_fp8(name, fmt, lambda k: get(k, dst.device))
+                w = (w8.float() * scale[:, None]).to(dst.dtype)
+                inexact += int((w.float() != w8.float() * scale[:, None]).sum())
+                dst.copy_(w)
+                fp8_store[name[: -len(".weight")]] = (w8, scale)
                 continue
             parts = [get(k, dst.device) for k in _sources(name, layout)]
             t = parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -212,7 +267,28 @@ def load_dit(model: torch.nn.Module, path: str | os.PathLike, qkv_layout: str = 
             elif layout == "diffusers" and name.endswith(FC1):
                 t = swap_halves(t)
             dst.copy_(t.to(dst.dtype))
-    return {"layout": layout, "tensors": len(tensors), "files": len({f for f, _ in tensors.values()})}
+    info = {"layout": layout, "tensors": len(tensors), "files": len({f for f, _ in tensors.values()})}
+    if fp8_store:
+        setattr(model, FP8_ATTR, fp8_store)
+        info["fp8"] = {"format": fmt, "linears": len(fp8_store), "input_scale": "read, not used (per-row dynamic)",
+                       "bf16_inexact_elements": inexact}
+    return info
+
+
+def _read_fp8(name: str, fmt: str, get) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w8 float8_e4m3fn [N, K], scale fp32 [N]) of one e4m3 linear; scalar scales expanded per output row."""
+    w8s, scales = [], []
+    for k in _fp8_sources(name, fmt):
+        w8 = get(k)
+        if w8.dtype != torch.float8_e4m3fn:
+            raise CheckpointError(f"{k!r} is {w8.dtype}, an FP8 ({fmt}) checkpoint stores float8_e4m3fn weights")
+        s = get(k[: -len("weight")] + "weight_scale").float().reshape(-1)
+        if s.numel() not in (1, w8.shape[0]):
+            raise CheckpointError(f"{k[: -len('weight')] + 'weight_scale'!r} has {s.numel()} values: one, or one per "
+                                  f"output row ({w8.shape[0]})")
+        w8s.append(w8)
+        scales.append(s.expand(w8.shape[0]).clone())
+    return torch.cat(w8s), torch.cat(scales)
 
 
 # ------------------------------------------------------------------------------------------------ save
@@ -268,3 +344,36 @@ def save_dit(model: torch.nn.Module, out_dir: str | os.PathLike, layout: str = "
     index = NATIVE_INDEX if layout == "native" else DIFFUSERS_INDEX
     (out / index).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     return files
+
+
+def save_fp8_dit(model: torch.nn.Module, out_dir: str | os.PathLike, fmt: str = "comfy") -> Path:
+    """Write the model as an FP8 checkpoint of format ``fmt`` ("comfy" or "modelopt", native names, one file): the
+    blocks' four linears in e4m3 with one fp32 scale per tensor (``amax / 448``, as both formats store it) and an
+    ``input_scale`` of 1 (a placeholder: this writer has no calibration data; the runtime does not use it); every
+    other tensor as ``save_dit`` writes it. For tests and for converting a bf16 checkpoint."""
+    from rsi.refs.fp8_common import E4M3_MAX, e4m3
+
+    if fmt not in ("comfy", "modelopt"):
+        raise ValueError(f"FP8 checkpoint format {fmt!r}: use comfy or modelopt")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = dit_tensors(model, "native")
+    one = torch.ones((), dtype=torch.float32)
+    for name in [k for k in tensors if _fp8_linear(k, "native", fmt)]:
+        w = model.state_dict()[name].detach().float().cpu()         # [Q; K; V] for qkv (no interleave in FP8 files)
+        del tensors[name]
+        parts = dict(zip((f"to_{x}." for x in "qkv"), w.chunk(3))) if fmt == "modelopt" and name.endswith(QKV) \
+            else {"": w}
+        base = name[: -len("weight")]
+        for sub, part in parts.items():
+            s = (part.abs().amax() / E4M3_MAX).clamp_min(2.0 ** -126).reshape(())
+            tensors[base + sub + "weight"] = e4m3(part / s).contiguous()
+            tensors[base + sub + "weight_scale"] = s
+            if not (fmt == "comfy" and name.endswith(".mlp.fc2.weight")):     # Comfy: no input_scale on fc2
+                tensors[base + sub + "input_scale"] = one.clone()
+            if fmt == "comfy":
+                tensors[base + sub + "comfy_quant"] = torch.tensor(list(b'{"format": "float8_e4m3fn"}'),
+                                                                   dtype=torch.uint8)
+    f = out / "model.safetensors"
+    save_file(tensors, str(f))
+    return f

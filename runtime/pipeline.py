@@ -23,7 +23,7 @@ import torch
 from runtime.adaln import AdaLNCache
 from runtime.attention import Attention
 from runtime.attention import describe as describe_attention
-from runtime.checkpoint import load_dit, transformer_dir
+from runtime.checkpoint import FP8_ATTR, load_dit, transformer_dir
 from runtime.config import RuntimeConfig, get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.lora import apply_adapter, load_adapter
@@ -109,6 +109,15 @@ def build_model(req: Request, cfg: RuntimeConfig, device: torch.device) -> tuple
     info["params"] = param_counts(model)
     if req.weights:
         info["checkpoint"] = load_dit(model, transformer_dir(req.weights))
+        fp8 = info["checkpoint"].get("fp8")
+        if fp8:
+            use = req.precision == "fp8"
+            if not use:                   # bf16 run: the dequantised parameters only; drop the e4m3 copies
+                delattr(model, FP8_ATTR)
+            fp8["note"] = (f"FP8 checkpoint ({fp8['format']}): {fp8['linears']} block linears stored in e4m3, "
+                           + ("used as stored (--precision fp8)" if use else "dequantised to bf16 (--precision bf16; "
+                              f"{fp8['bf16_inexact_elements']} weights not exact in bf16)")
+                           + "; its input_scale values are not used (activations are quantised per row)")
     else:
         info["checkpoint"] = f"random weights, seed {req.seed}"
     if req.lora:
@@ -255,6 +264,11 @@ def ulysses_for(req: Request, device: torch.device):
     return sp
 
 
+def fp8_checkpoint_notes(model_info: dict[str, Any]) -> list[str]:
+    ck = model_info.get("checkpoint")
+    return [ck["fp8"]["note"]] if isinstance(ck, dict) and "fp8" in ck else []
+
+
 def describe_ulysses(sp) -> str:
     wire = "bf16 wire" if sp.wire == "bf16" else f"{sp.wire} wire (LOSSY: runtime/wire.py)"
     return (f"Ulysses sequence parallelism: {sp.world} ranks, the H3 blocks' rows split {sp.world} ways, {wire} "
@@ -316,7 +330,7 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
     precision = {}
     if req.precision == "fp8":
         with timer("to_fp8"):
-            precision["h3"] = to_fp8_(model.blocks, kernels)
+            precision["h3"] = to_fp8_(model.blocks, kernels, quantized=getattr(model, FP8_ATTR, None))
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     progress(f"adaln: released {released['params'] / 1e9:.3f}B params ({adaln['released_gib']:.2f} GiB), "
@@ -338,6 +352,7 @@ def _run(req: Request, plan: ShapePlan, device: torch.device, progress: Callable
              "the token refiner runs once: text rows have no timestep dependence"]
     if not trained:
         notes.append(f"text conditioning is UNTRAINED ({encoder_name})")
+    notes += fp8_checkpoint_notes(model_info)
     random_parts = [PARTS[k] for k, v in weights.items() if v["source"] == "random"]
     if random_parts:
         notes.append(f"random weights: {', '.join(random_parts)}; "

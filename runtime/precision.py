@@ -29,12 +29,21 @@ BF16 = torch.bfloat16
 class Fp8Linear(nn.Module):
     """``y = x W^T + b`` with W in e4m3 per output channel; x quantised per row inside the op (fp8_linear)."""
 
-    def __init__(self, lin: nn.Linear, kernels):
+    def __init__(self, lin: nn.Linear, kernels, quantized: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """``quantized``: (w8 [N, K] e4m3, scale [N] fp32) as an FP8 checkpoint stored them (runtime/checkpoint.py),
+        used as they are; else the bf16 weight is quantised per output channel here."""
         super().__init__()
         from rsi.refs.fp8_common import quantize_weight
 
         self.in_features, self.out_features, self.kernels = lin.in_features, lin.out_features, kernels
-        w8, scale = quantize_weight(lin.weight.detach())
+        if quantized is not None:
+            w8, scale = quantized
+            if w8.shape != lin.weight.shape or scale.shape != (lin.out_features,):
+                raise ValueError(f"FP8 weight {tuple(w8.shape)} / scale {tuple(scale.shape)} do not fit the linear "
+                                 f"{lin.out_features}x{lin.in_features}")
+            w8, scale = w8.to(lin.weight.device), scale.to(lin.weight.device, torch.float32)
+        else:
+            w8, scale = quantize_weight(lin.weight.detach())
         self.register_buffer("w8", w8)
         self.register_buffer("w_scale", scale)
         self.bias = None if lin.bias is None else nn.Parameter(lin.bias.detach(), requires_grad=False)
@@ -81,20 +90,28 @@ def _linears(root: nn.Module, skip: tuple[str, ...]) -> list[tuple[nn.Module, st
     return out
 
 
-def to_fp8_(blocks: nn.Module, kernels, skip: tuple[str, ...] = ("adaln",)) -> dict[str, Any]:
+def to_fp8_(blocks: nn.Module, kernels, skip: tuple[str, ...] = ("adaln",),
+            quantized: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None, prefix: str = "blocks.") -> dict[str, Any]:
     """Replace every nn.Linear under ``blocks`` (names containing a ``skip`` part excepted) by an Fp8Linear, in
-    place; returns the conversion summary (layers converted, left in bf16 and why, weight error worst and mean)."""
+    place; returns the conversion summary (layers converted, left in bf16 and why, weight error worst and mean).
+    ``quantized``: the e4m3 weights an FP8 checkpoint held (runtime.checkpoint.FP8_ATTR), keyed by the module's
+    name under the model (``prefix`` + its name under ``blocks``): those are used as stored, not re-quantised."""
     from rsi.refs.fp8_common import weight_error
 
-    done, kept, errs = 0, [], []
+    done, kept, errs, stored = 0, [], [], 0
+    quantized = quantized or {}
     for parent, attr, lin, full in _linears(blocks, skip):
         if lin.in_features % 16 or lin.out_features % 16:
             kept.append(f"{full} ({lin.in_features}->{lin.out_features}: not multiples of 16)")
             continue
-        errs.append(weight_error(lin.weight.detach()))
-        setattr(parent, attr, Fp8Linear(lin, kernels))
+        q = quantized.get(prefix + full)
+        if q is None:
+            errs.append(weight_error(lin.weight.detach()))
+        else:
+            stored += 1
+        setattr(parent, attr, Fp8Linear(lin, kernels, q))
         done += 1
-    summary: dict[str, Any] = {"converted": done, "kept_bf16": kept}
+    summary: dict[str, Any] = {"converted": done, "kept_bf16": kept, "from_checkpoint": stored}
     if errs:
         summary["weight_error"] = {"rel_l2_max": max(e["rel_l2"] for e in errs),
                                    "rel_l2_mean": sum(e["rel_l2"] for e in errs) / len(errs),
@@ -109,6 +126,8 @@ def describe(summary: dict[str, dict[str, Any]]) -> str:
     for name, s in summary.items():
         w = s.get("weight_error", {})
         parts.append(f"{name}: {s['converted']} linears in e4m3"
+                     + (f" ({s['from_checkpoint']} as the FP8 checkpoint stored them)" if s.get("from_checkpoint")
+                        else "")
                      + (f" (weight rel-L2 mean {w['rel_l2_mean']:.4f}, max {w['rel_l2_max']:.4f})" if w else "")
                      + (f", {len(s['kept_bf16'])} kept in bf16" if s["kept_bf16"] else ""))
     return "precision fp8 (lossy): " + "; ".join(parts)

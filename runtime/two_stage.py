@@ -110,7 +110,10 @@ class TwoStage:
         self.precision = {}
         if req.precision == "fp8":           # after the AdaLN release (prepare) and every weight is in place
             with timer("to_fp8"):
-                self.precision = {"h3": to_fp8_(self.dit.blocks, self.kernels),
+                from runtime.checkpoint import FP8_ATTR
+
+                self.precision = {"h3": to_fp8_(self.dit.blocks, self.kernels,
+                                                quantized=getattr(self.dit, FP8_ATTR, None)),
                                   "refiner": to_fp8_(self.refiner.m.transformer_blocks, self.kernels)}
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
@@ -258,6 +261,9 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
              "refiner input noised to sigma_0 as s0*eps + (1-s0)*z (UNCONFIRMED mix, H3_SPEC.md section 6)"]
     if ts.precision:
         notes.append(describe_precision(ts.precision))
+    from runtime.pipeline import fp8_checkpoint_notes
+
+    notes += fp8_checkpoint_notes(ts.model_info)
     if ts.kernels.sp is not None:
         from runtime.pipeline import describe_ulysses
 
