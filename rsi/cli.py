@@ -92,6 +92,20 @@ def cmd_search(a: argparse.Namespace) -> int:
     cands, minutes = parse_budget(a.budget) if a.budget is not None else (None, None)
     explicit = tuple(n for n, v in (("budget_candidates", cands), ("budget_minutes", minutes),
                                     ("candidate_timeout_s", a.candidate_timeout)) if v is not None)
+    if a.workers < 1:
+        raise UsageError(f"--workers {a.workers}: at least 1")
+    if backend == "cuda" and a.workers > 1 and not a.ray_address:
+        import torch
+
+        if torch.cuda.device_count() < a.workers:
+            raise UsageError(f"--workers {a.workers}: {torch.cuda.device_count()} GPU(s) here (one judge per GPU); "
+                             "use --ray-address for a cluster")
+    if a.ray_address:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError("--ray-address needs Ray: pip install -e '.[ray]'; without it, --workers N runs local "
+                             "processes") from None
     target_name = None
     proxy = False
     if backend == "cuda":
@@ -119,6 +133,7 @@ def cmd_search(a: argparse.Namespace) -> int:
                              candidate_timeout_s=a.candidate_timeout or 600.0, explicit=explicit,
                              unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
+                             workers=a.workers, ray_address=a.ray_address,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
                                             "transcript": a.transcript, "max_calls": a.max_calls,
                                             "max_cost_usd": a.max_cost, "hybrid_tune": a.hybrid_tune})
@@ -258,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reps", type=int, default=40, help="timed repetitions per implementation (default 40)")
     s.add_argument("--summary-out", default=None, help="also write the closing summary as JSON here ({op} expands)")
     s.add_argument("--quiet", action="store_true", help="no live table")
+    s.add_argument("--workers", type=int, default=1,
+                   help="judge N candidates at once, each worker its own sandboxed judge (and GPU on CUDA): local "
+                        "processes, or Ray actors with --ray-address (default 1: in this process)")
+    s.add_argument("--ray-address", default=None,
+                   help="run the --workers judges as Ray actors (num_gpus=1 each on CUDA) on a Ray cluster: auto, "
+                        "HOST:PORT, or local (start one here); needs pip install -e '.[ray]'")
     s.add_argument("--dry-run", action="store_true", help="check arguments and target, run nothing")
     s.set_defaults(fn=cmd_search)
 

@@ -17,11 +17,12 @@ from typing import Any
 
 from rsi import env as envmod
 from rsi.contract import Candidate
-from rsi.harness.judge import Judge, JudgeOptions
+from rsi.harness.judge import JudgeOptions
 from rsi.refs import get_op_group, reference_source_sha256
 from rsi.search import promote
 from rsi.search.display import SearchDisplay, approximate_label
 from rsi.search.propose import OfflineProposer, Proposer, objective_of
+from rsi.search.workers import WorkerError, make_pool
 from rsi.spaces import load_space
 from rsi.store import Store
 from rsi.verified import lock_kernel, locked_kernel, write_record
@@ -50,6 +51,8 @@ class SearchOptions:
     proposer_args: dict[str, Any] = field(default_factory=dict)
     quiet: bool = False
     explicit: tuple[str, ...] = ()  # options the user gave on this command line (a resume takes them)
+    workers: int = 1                # judges in parallel (rsi.search.workers): local processes, or Ray actors
+    ray_address: str | None = None  # auto | HOST:PORT | local (a cluster started for this search)
 
 
 def make_proposer(opts: SearchOptions, store: Store, run_id: str, space) -> Proposer:
@@ -67,7 +70,7 @@ def _incumbent(opts: SearchOptions):
 
 
 # a resumed run keeps its op, proposer, backend and target (and its proposer's model, sampling...); these may change
-RESUMABLE = ("budget_candidates", "budget_minutes", "candidate_timeout_s")
+RESUMABLE = ("budget_candidates", "budget_minutes", "candidate_timeout_s", "workers", "ray_address")
 
 
 def _resume_options(store: Store, run_id: str, saved: SearchOptions, given: SearchOptions) -> SearchOptions:
@@ -139,42 +142,77 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     started = time.monotonic()
     promoted: list[dict[str, Any]] = []
     status = "finished"
-    judge = Judge(JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s, huge=opts.backend == "cuda",
-                               unsafe_no_sandbox=opts.unsafe_no_sandbox, timing=dict(opts.timing),
-                               target=opts.target,
-                               approximate={opts.op: dict(space.approximate)} if space.approximate else {}))
-    display.note(f"judge: producer sandbox {judge.describe()['sandbox']}; seeds {list(judge.seeds)} (fresh per run)")
+    judge_opts = JudgeOptions(backend=opts.backend, timeout_s=opts.candidate_timeout_s, huge=opts.backend == "cuda",
+                              unsafe_no_sandbox=opts.unsafe_no_sandbox, timing=dict(opts.timing), target=opts.target,
+                              approximate={opts.op: dict(space.approximate)} if space.approximate else {})
+    try:
+        pool = make_pool(opts.workers, opts.ray_address, judge_opts)
+    except WorkerError as e:
+        store.finish_run(run_id, "failed", {"error": str(e)})
+        raise SearchError(str(e)) from None
+    if pool.size == 1 and pool.kind == "in-process":
+        display.note(f"judge: producer sandbox {pool.describe()['sandbox']}; seeds {list(pool._j.judge.seeds)} "
+                     "(fresh per run)")
+    else:
+        hosts = sorted({w["host"] for w in pool.workers})
+        display.note(f"{pool.size} judges ({pool.kind}) on {', '.join(hosts)}; each its own sandboxed judge and "
+                     "seeds; verdicts recorded by this driver as they arrive")
+    in_flight: dict[int, tuple[Any, str | None]] = {}     # key -> (proposal, incumbent hash it is timed against)
+    next_key, exhausted = seq, False
     try:
         with display:
-            while seq < opts.budget_candidates:
-                if (time.monotonic() - started) / 60.0 > opts.budget_minutes:
-                    display.note(f"time budget of {opts.budget_minutes} min reached")
+            while True:
+                while not exhausted and len(in_flight) < pool.size and seq + len(in_flight) < opts.budget_candidates:
+                    if (time.monotonic() - started) / 60.0 > opts.budget_minutes:
+                        display.note(f"time budget of {opts.budget_minutes} min reached")
+                        exhausted = True
+                        break
+                    proposal = proposer.propose()
+                    if proposal is None:
+                        display.note(getattr(proposer, "stop_reason", "") or "proposer has nothing left to try")
+                        exhausted = True
+                        break
+                    cand = proposal.candidate
+                    if any(p.candidate.hash == cand.hash for p, _ in in_flight.values()):
+                        getattr(proposer, "withdraw", lambda _p: None)(proposal)   # already being judged
+                        continue
+                    store.save_candidate(cand)
+                    display.start(next_key, cand)
+                    in_flight[next_key] = (proposal, incumbent.record["candidate_hash"] if incumbent else None)
+                    pool.submit(next_key, cand, incumbent.candidate if incumbent else None)
+                    next_key += 1
+                if not in_flight:
                     break
-                proposal = proposer.propose()
-                if proposal is None:
-                    display.note(getattr(proposer, "stop_reason", "") or "proposer has nothing left to try")
-                    break
-                cand = proposal.candidate
-                store.save_candidate(cand)
-                display.start(seq, cand)
-                verdict = judge.evaluate(cand, incumbent.candidate if incumbent else None)
-                objective = objective_of(verdict, opts.backend, tuple(b.name for b in op.baselines))
-                store.record_evaluation(run_id, seq, verdict, objective)
-                proposer.feedback(proposal, verdict, objective)
-                _remember(store, opts, run_id, cand, verdict, incumbent)
-                display.add(seq, verdict, cand)
-                seq += 1
-                dec = promotion_decision(opts, space, cand, verdict, incumbent)
-                if dec is not None:
-                    display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
-                                 dec.reason())
-                    if dec.promote:
-                        incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env)
-                        promoted.append({"candidate": cand.hash, "path": str(incumbent.path)})
+                for key, verdict in pool.results(timeout=1.0):
+                    proposal, timed_against = in_flight.pop(key)
+                    cand = proposal.candidate
+                    objective = objective_of(verdict, opts.backend, tuple(b.name for b in op.baselines))
+                    store.record_evaluation(run_id, seq, verdict, objective)
+                    proposer.feedback(proposal, verdict, objective)
+                    _remember(store, opts, run_id, cand, verdict, incumbent)
+                    display.add(seq, verdict, cand)
+                    seq += 1
+                    now_against = incumbent.record["candidate_hash"] if incumbent else None
+                    if now_against != timed_against and verdict["status"] == "accepted" and opts.backend == "cuda":
+                        display.note(f"keep baseline: {cand.hash[:10]} was timed against a baseline promoted over "
+                                     "since (another worker's promotion); not promoted")
+                        continue
+                    dec = promotion_decision(opts, space, cand, verdict, incumbent)
+                    if dec is not None:
+                        display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
+                                     dec.reason())
+                        if dec.promote:
+                            incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env)
+                            promoted.append({"candidate": cand.hash, "path": str(incumbent.path)})
+                for n in pool.notes():
+                    display.note(n)
     except KeyboardInterrupt:
         status = "interrupted"
+    except WorkerError as e:
+        status = "interrupted"
+        display.note(f"stopped: {e}")
     finally:
-        judge.close()
+        pool.close()
     summary = summarize(store, run_id, opts, promoted)
     if hasattr(proposer, "summary"):  # LLM proposers: spending, stop reason, which origin won
         summary["proposer"] = proposer.summary()

@@ -198,6 +198,8 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
         "correctness": verdict["details"].get("correctness", {}),
         # how the judge ran: producer sandbox (or none, and whether --unsafe-no-sandbox), seeds, run seed
         "judge": verdict["details"].get("judge", {}),
+        # the worker that judged it (rsi.search.workers: id, host, GPU, pid); its baselines were timed there too
+        "worker": verdict["details"].get("worker", {}),
         "shapes": [{"shape": r["shape"], "dtype": "bfloat16", "bucket": r["bucket"]} for r in verdict["timings"]
                    if r["bucket"] in space.buckets],
         "env": env, "timings": timings,

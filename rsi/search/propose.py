@@ -44,7 +44,8 @@ class OfflineProposer:
         self.max_attempts = max_attempts
         self.study = optuna.create_study(
             study_name=study_name, storage=storage_url, direction="minimize", load_if_exists=True,
-            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True))
+            # constant_liar: trials asked while others are still being judged (--workers N) avoid their configs
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True, constant_liar=True))
         self._dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.axes.items()}
         # judged candidates only: a trial left RUNNING by a kill was never judged and must be proposed again
         self._seen: dict[str, float | None] = {}
@@ -88,6 +89,12 @@ class OfflineProposer:
             trial.set_user_attr("candidate", cand.hash)
             return Proposal(cand, handle=trial.number, meta={"trial": trial.number})
         return None
+
+    def withdraw(self, proposal: Proposal) -> None:
+        """A proposal not judged (its candidate is already in flight on another worker): its trial is pruned."""
+        import optuna
+
+        self.study.tell(proposal.handle, state=optuna.trial.TrialState.PRUNED)
 
     def feedback(self, proposal: Proposal, verdict: dict, objective: float | None) -> None:
         import optuna
