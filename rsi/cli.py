@@ -174,8 +174,15 @@ def cmd_verify(a: argparse.Namespace) -> int:
         return 0
     t0 = time.perf_counter()
     ops = None if a.op_group == "all" else [a.op_group]
-    results = verify_all(root=a.root, target=a.gpu, backend=backend, timeout_s=a.candidate_timeout, reps=a.reps,
-                         ops=ops)
+    if a.workers < 1:
+        raise UsageError(f"--workers {a.workers}: at least 1")
+    from rsi.search.workers import WorkerError
+
+    try:
+        results = verify_all(root=a.root, target=a.gpu, backend=backend, timeout_s=a.candidate_timeout, reps=a.reps,
+                             ops=ops, workers=a.workers, ray_address=a.ray_address)
+    except WorkerError as e:
+        raise UsageError(str(e)) from None
     if a.out:
         from rsi import env as envmod
 
@@ -289,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per kernel (default 600)")
     v.add_argument("--reps", type=int, default=30, help="timed repetitions per implementation (default 30)")
     v.add_argument("--dry-run", action="store_true", help="list what would be verified")
+    v.add_argument("--workers", type=int, default=1, help="judge N kernels at once (local processes, one GPU each; "
+                                                            "or Ray actors with --ray-address; default 1)")
+    v.add_argument("--ray-address", default=None, help="auto, HOST:PORT or local: the --workers judges as Ray actors")
     v.add_argument("--op-group", default="all", help="verify only this op group's locked kernel (default all)")
     v.add_argument("--out", default=None, help="also write the results (with the judge's wall time per kernel) as "
                                                "JSON here")

@@ -73,3 +73,22 @@ def test_rsi_verify_interpreter(tmp_path):
     _promote(tmp_path)
     results = verify_all(root=str(tmp_path), target="h200", backend="interpret", timeout_s=300)
     assert [(r["op"], r["status"]) for r in results] == [("swiglu", "accepted")]
+
+
+@pytest.mark.interpreter
+def test_rsi_verify_fans_out_over_workers(tmp_path):
+    """rsi verify --workers 2: the locked kernels judged by two local processes, rows in lock order, each naming
+    its worker."""
+    from rsi.verify import verify_all
+    from rsi.verified import lock_kernel
+
+    _promote(tmp_path)
+    lock = json.loads((tmp_path / "verified_kernels" / "LOCK.json").read_text())
+    entry = lock["targets"]["h200"]["swiglu"]
+    # a second locked entry (the same kernel under a second target) so that both workers get one
+    src = tmp_path / "verified_kernels" / entry["kernel"]
+    lock_kernel(str(tmp_path), "h100", "swiglu", src)
+    results = verify_all(root=str(tmp_path), backend="interpret", timeout_s=300, workers=2)
+    assert [(r["target"], r["op"], r["status"]) for r in results] == [("h100", "swiglu", "accepted"),
+                                                                        ("h200", "swiglu", "accepted")]
+    assert all(r["worker"]["id"] in (0, 1) for r in results)
