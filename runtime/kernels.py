@@ -102,6 +102,17 @@ class Kernels:
         choice = self._cache.get(key) or self._resolve(op, dims, key)
         return self._timed(key, choice, args)
 
+    def verified(self, op: str, *args: Any) -> bool:
+        """Whether a verified kernel would serve ``op`` at these args' dims (nothing is cached or run): the
+        runtime takes a fused path (e.g. an FP8 producer) only where its kernel exists."""
+        if self.mode == "reference" or op not in refs.OP_MODULES:
+            return False
+        c = self._cache.get((op, tuple(sorted(op_dims(op, args).items()))))
+        if c is not None:
+            return c.candidate_hash is not None
+        vk, _why = resolve(self.root, self.target, op, op_dims(op, args), self.env)
+        return vk is not None
+
     def call_or(self, op: str, fallback: Callable[..., Any], *args: Any) -> Any:
         """As ``call``, but where no verified kernel serves these dims ``fallback`` runs instead of the op group's
         reference (attention: the reference is an fp32 loop; the incumbent the runtime falls back to is SDPA)."""

@@ -96,7 +96,11 @@ class MLP(nn.Module):
             else:                                   # same math as native branches: bf16 add, then swiglu
                 a = kernels.call("swiglu", base + lora)
         else:
-            a = kernels.call("swiglu", self.fc1(h))                                           # [R, F]
+            g = self.fc1(h)                                                                   # [R, 2F]
+            if getattr(self.fc2, "takes_quantized", False) and kernels.verified("swiglu_fp8", g):
+                # --precision fp8 with a verified fused producer: SwiGLU writes fc2's e4m3 input and row scales
+                return self.fc2.quantized(*kernels.call("swiglu_fp8", g))
+            a = kernels.call("swiglu", g)                                                     # [R, F]
         return self.fc2(a)
 
 

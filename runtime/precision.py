@@ -56,6 +56,20 @@ class Fp8Linear(nn.Module):
             y = y + self.bias.to(y.dtype)
         return y.to(x.dtype).reshape(*lead, self.out_features)
 
+    takes_quantized = True
+
+    def quantized(self, x8: torch.Tensor, x_scale: torch.Tensor) -> torch.Tensor:
+        """The layer on an activation a fused producer already quantised (e.g. ``swiglu_fp8``: x8 [R, K] e4m3,
+        x_scale [R] fp32, the same per-row quantiser as ``forward``'s): ``torch._scaled_mm`` on CUDA, the op group's
+        reference GEMM elsewhere."""
+        from rsi.refs import fp8_linear
+
+        if x8.device.type == "cuda":
+            y = fp8_linear.scaled_mm(x8, x_scale, self.w8, self.w_scale)
+        else:
+            y = fp8_linear.gemm(x8, x_scale, self.w8, self.w_scale)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, e4m3 per output channel"
 
