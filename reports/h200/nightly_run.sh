@@ -14,14 +14,16 @@
 # Expected cost (estimates, not measured): first and second about 12-15 min each (rsi verify of 11 locked kernels,
 # rsi bench of every op group at 20 repetitions, the full two-stage route with a warm-up and 9 requests, the full
 # single-stage route with 8 steps); slowed about 3 min (modulate's bench and the single-stage route only).
-# Needs .whl/ (matplotlib and pandas with their wheels included) and .tools/ from reports/h200/device_deps.sh.
+# Needs .whl/, .whl-report/ (matplotlib, pandas and their wheels) and .tools/ from reports/h200/device_deps.sh: carry
+# [".whl", ".whl-report", ".tools"] (48 MB); the pipeline phases run --no-mux (PyAV would not fit the same call).
 set -o pipefail
 STEP=${1:?usage: nightly_run.sh first|second|slowed}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  .whl-report/*.whl || exit 1
 export PYTHONUNBUFFERED=1 RSI_BWRAP=$PWD/.tools/bwrap PYTHONPATH=/tmp/site:$PWD TRITON_CACHE_DIR=/tmp/triton_cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/nightly/store"
 N=.rsi/nightly/h200
-COMMON=(--gpu h200 --reps 20 --repeat 9 --steps 8 --phase-timeout 540)
+COMMON=(--gpu h200 --reps 20 --repeat 9 --steps 8 --phase-timeout 540 --no-mux)   # PyAV (39 MB) does not fit the carry
 case $STEP in
   first)  ARGS=(--out "$N-first" --baseline none) ;;
   second) ARGS=(--out "$N-second" --baseline "$N-first") ;;

@@ -45,6 +45,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                          "are the steady state (default 9: 8 samples per stage, 7 "
                                                          "A/A pairs of consecutive requests)")
     n.add_argument("--steps", type=int, default=8, help="single-stage denoising steps (default 8)")
+    n.add_argument("--no-mux", action="store_true", help="pipeline phases without the MP4 (no PyAV needed; the "
+                                                          "mux stage is then not compared)")
     n.add_argument("--reps", type=int, default=30, help="timed repetitions of rsi verify and rsi bench (default 30)")
     n.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds before a phase is killed and "
                                                                        "counted failed (default 3600)")
@@ -94,6 +96,7 @@ def options(a: argparse.Namespace, argv: list[str]) -> Options:
     size = a.size if a.size != "auto" else ("full" if cuda else "tiny")
     return Options(out=out.resolve(), root=a.root_explicit, db=a.db, gpu=gpu, cuda=cuda, ops=ops, kinds=kinds,
                    routes=routes, size=size, reps=a.reps, repeat=a.repeat, steps=a.steps, budget=a.budget,
+                   mux=not a.no_mux,
                    baseline=a.baseline, history=a.history, phase_timeout_s=a.phase_timeout, argv=argv)
 
 

@@ -40,6 +40,7 @@ class Options:
     reps: int = 30                        # judge and bench repetitions
     repeat: int = 9                       # two-stage requests: first + 8 steady (8 pairs, 7 A/A pairs: the minimum)
     steps: int = 8                        # single-stage denoising steps (8 step samples, 7 A/A pairs)
+    mux: bool = True                      # False: run-pipeline --no-mux (a machine without PyAV)
     prompt: str = PROMPT
     budget: str = "4,10m"                 # search budget per op group
     baseline: str = "last"
@@ -97,6 +98,7 @@ def phases(o: Options) -> list[Phase]:
         for route in o.routes:
             raw = work / f"pipeline-{route}.json"
             extra = (["--warmup", "--repeat", str(o.repeat)] if route == "two-stage" else ["--steps", str(o.steps)])
+            extra += [] if o.mux else ["--no-mux"]
             out.append(Phase(f"pipeline:{route}", "pipeline",
                              (*_rsi(o), "run-pipeline", "--prompt", o.prompt, *SIZES[route][o.size], *extra,
                               "--kernels", "verified", "--out", str(work / f"pipeline-{route}.mp4"),

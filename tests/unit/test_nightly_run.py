@@ -169,3 +169,14 @@ def test_search_phases_say_whether_anything_better_was_found():
     assert by["search:swiglu"].severity == "improvement" and "1 promoted in DIR/search-root" in by["search:swiglu"].detail
     assert by["search:modulate"].severity == "note" and "interpreter" in by["search:modulate"].detail
     assert F.exit_code(fs) == 0
+
+
+def test_no_mux_reaches_the_pipeline_phases(tmp_path):
+    from rsi.nightly.plan import Options, phases
+
+    def pipeline_cmds(**kw):
+        o = Options(out=tmp_path / "n", argv=["nightly"], kinds=("pipeline",), **kw)
+        return [p.argv for p in phases(o) if p.kind == "pipeline"]
+
+    assert all("--no-mux" not in c for c in pipeline_cmds()) and len(pipeline_cmds()) == 2
+    assert all("--no-mux" in c for c in pipeline_cmds(mux=False))
