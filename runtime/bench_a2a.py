@@ -9,7 +9,10 @@ attention output [N, S/N, heads/N, 128] (the output leg: encode -> all_to_all_si
 turns inside each repetition (rotating order), CUDA events around each leg after a barrier; the median over
 repetitions is reported, with rank 0's figures (every rank moves the same bytes). Errors: rel-L2 and max-abs of the
 decoded tensors against the bf16 wire's (exact) ones. Projection (labelled so): bytes each rank sends / link
-bandwidth, for each ``--link-gbps``. Written for the 2x H200 machine; not yet run there (the kind was withheld).
+bandwidth, for each ``--link-gbps``. Verdict per lossy wire, with the judge's statistics (rsi.search.stats): the
+bf16 wire is timed twice per repetition (its A/A band) and a wire is "faster beyond noise" only when the 95% CI of
+the paired ratio bf16 / wire (both legs) has its low end above 1 + band; it stays lossy either way. Written for the
+2x H200 machine; not yet run there (the kind was withheld).
 """
 
 from __future__ import annotations
@@ -96,15 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         q, k, v = (torch.randn(s, a.heads, 128, generator=g, device=dev).to(torch.bfloat16) for _ in range(3))
         o = torch.randn(sp.world, s, h, 128, generator=g, device=dev).to(torch.bfloat16)
         legs = {w: _legs(w, q, k, v, o, sp, kernels) for w in WF.WIRES}
+        legs["bf16_aa"] = legs["bf16"]                      # the bf16 wire again: the A/A band
         ref = {"qkv": legs["bf16"][0](), "out": legs["bf16"][1]()}
-        times: dict[str, dict[str, list[float]]] = {w: {"qkv": [], "out": []} for w in WF.WIRES}
+        names = (*WF.WIRES, "bf16_aa")
+        times: dict[str, dict[str, list[float]]] = {w: {"qkv": [], "out": []} for w in names}
         for r in range(3 + a.reps):
-            order = WF.WIRES[r % 3:] + WF.WIRES[:r % 3]
+            order = names[r % len(names):] + names[:r % len(names)]
             for w in order:
                 for i, leg in enumerate(("qkv", "out")):
                     t = _time(legs[w][i], dev)
                     if r >= 3:
                         times[w][leg].append(t)
+        from rsi.search.stats import aa_band, paired_ratio_ci
+
+        block = {w: [x + y for x, y in zip(times[w]["qkv"], times[w]["out"])] for w in names}
+        band = aa_band(paired_ratio_ci(block["bf16"], block["bf16_aa"])[1:])
         for w in WF.WIRES:
             nbytes = WF.exchange_bytes(w, s, a.heads, sp.world)
             med = {leg: sorted(ts)[len(ts) // 2] for leg, ts in times[w].items()}
@@ -113,11 +122,18 @@ def main(argv: list[str] | None = None) -> int:
                    "error_vs_bf16": {"qkv": _err(legs[w][0](), ref["qkv"]), "out": _err(legs[w][1](), ref["out"])},
                    "projected_s": {f"{gb:g} GB/s": WF.projected_seconds(nbytes["qkv"] + nbytes["out"], gb)
                                    for gb in a.link_gbps}}
+            if w != "bf16":
+                ratio, lo, hi = paired_ratio_ci(block["bf16"], block[w])
+                row["vs_bf16"] = {"speedup": ratio, "ci95": [lo, hi], "aa_band": band,
+                                  "verdict": ("faster than bf16 beyond noise" if lo > 1 + band
+                                              else "not faster than bf16 beyond noise") + " (lossy)"}
             res["rows"].append(row)
             if sp.rank == 0:
                 print(f"S={S} {w}: qkv {med['qkv'] * 1e3:.3f} ms, out {med['out'] * 1e3:.3f} ms; projected "
                       + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in row["projected_s"].items())
-                      + (" (PROJECTION)" if a.link_gbps else ""), flush=True)
+                      + (" (PROJECTION)" if a.link_gbps else "")
+                      + (f"; {row['vs_bf16']['speedup']:.3f}x bf16, {row['vs_bf16']['verdict']}" if "vs_bf16" in row
+                         else ""), flush=True)
     if sp.rank == 0:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2, default=str)

@@ -220,6 +220,10 @@ def test_bench_a2a_smoke_on_two_gloo_ranks(tmp_path):
     assert rows["bf16"]["error_vs_bf16"]["qkv"]["rel_l2"] == 0 and rows["int8"]["error_vs_bf16"]["qkv"]["rel_l2"] > 0
     assert rows["fp8"]["error_vs_bf16"]["out"]["rel_l2"] > 0 and rows["fp8"]["error_vs_bf16"]["qkv"]["rel_l2"] == 0
     assert set(rows["int8"]["projected_s"]) == {"50 GB/s", "25 GB/s"} and "PROJECTION" in p.stdout
+    for w in ("int8", "fp8"):                 # a verdict with the judge's statistics, lossy either way
+        v = rows[w]["vs_bf16"]
+        assert v["verdict"].endswith("(lossy)") and v["ci95"][0] <= v["speedup"] <= v["ci95"][1]
+    assert "vs_bf16" not in rows["bf16"]
 
 
 def _two_stage_request(gpus: int, folder: str):
