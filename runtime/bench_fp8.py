@@ -58,7 +58,7 @@ def bench_linears(rows: int, kernels, reps: int, dev: torch.device, seed: int) -
         f8 = Fp8Linear(lin, kernels)
         sets = [(torch.randn(rows, k, generator=g, device=dev).to(torch.bfloat16),) for _ in range(2)]
         with torch.no_grad():
-            samples = T.time_interleaved({"bf16": lambda x: F.linear(x, lin.weight), "fp8": f8}, sets,
+            samples = T.time_interleaved({"bf16": lambda x, w=lin.weight: F.linear(x, w), "fp8": f8}, sets,
                                          warmup=3, reps=reps, sync_reps=0, device=dev, seed=seed)
             tf32 = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = False

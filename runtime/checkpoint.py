@@ -254,7 +254,7 @@ def load_dit(model: torch.nn.Module, path: str | os.PathLike, qkv_layout: str = 
             if _skipped(name, layout, tensors):
                 continue
             if _fp8_linear(name, layout, fmt):
-                w8, scale = _read_fp8(name, fmt, lambda k: get(k, dst.device))
+                w8, scale = _read_fp8(name, fmt, lambda k, d=dst.device: get(k, d))
                 w = (w8.float() * scale[:, None]).to(dst.dtype)
                 inexact += int((w.float() != w8.float() * scale[:, None]).sum())
                 dst.copy_(w)

@@ -28,7 +28,7 @@ from runtime.config import RuntimeConfig, get_config
 from runtime.kernels import Kernels, lock_sha256
 from runtime.lora import apply_adapter, load_adapter
 from runtime.model import H3DiT, build_dit, param_counts
-from runtime.packing import (  # noqa: F401
+from runtime.packing import (
     AUDIO_CH,
     RequestError,
     ShapePlan,

@@ -26,7 +26,6 @@ this mix UNCONFIRMED).
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import time
 from contextlib import nullcontext

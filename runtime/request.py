@@ -78,7 +78,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def check_gpus(req: "Request", heads: int) -> None:
+def check_gpus(req: Request, heads: int) -> None:
     """--gpus N: N Ulysses ranks need N to divide the heads, and N GPUs when the run is on CUDA."""
     n = req.gpus
     from runtime.wire import WIRES

@@ -75,8 +75,18 @@ import torch
 
 from rsi.contract import OpGroup, Shape, SpecialCase, Tolerance
 from rsi.refs.attention_baselines import BASELINES
-from rsi.refs.common import (BF16, SPECIAL_NONFINITE, SPECIAL_SUBNORMAL, SPECIAL_ZERO_PREFIX, SPECIAL_ZEROS,
-                             _map_float, drawn, randn, relayout, spread)
+from rsi.refs.common import (
+    BF16,
+    SPECIAL_NONFINITE,
+    SPECIAL_SUBNORMAL,
+    SPECIAL_ZERO_PREFIX,
+    SPECIAL_ZEROS,
+    _map_float,
+    drawn,
+    randn,
+    relayout,
+    spread,
+)
 
 OP = "attention"
 HEAD_DIM = 128

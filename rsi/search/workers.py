@@ -188,7 +188,7 @@ class ProcessPool(_Pool):
         refused = []
         while len(self.workers) + len(refused) < n:
             try:
-                kind, i, info = self._results.get(timeout=max(1.0, deadline - time.monotonic()))
+                _kind, i, info = self._results.get(timeout=max(1.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise WorkerError(f"{n - len(self.workers) - len(refused)} worker(s) did not start within "
                                   f"{start_timeout:.0f} s") from None
@@ -305,7 +305,7 @@ class RayPool(_Pool):
         for a in self._actors.values():
             try:
                 self.ray.get(a.close.remote(), timeout=30)
-            except Exception:          # noqa: BLE001 - a dead actor has nothing to close
+            except Exception:          # noqa: BLE001, S110 - a dead actor has nothing to close
                 pass
         if self._started:
             self.ray.shutdown()

@@ -80,8 +80,9 @@ def test_pipeline_with_an_fp8_checkpoint(tmp_path, tiny_model):
     from runtime.request import Request
 
     save_fp8_dit(tiny_model, tmp_path / "w" / "transformer", "modelopt")
-    base = dict(prompt="a fox", duration_s=0.2, width=128, height=64, config="tiny", kernels="reference",
-                device="cpu", mux=False, weights=str(tmp_path / "w"), out=str(tmp_path / "o.mp4"))
+    base = {"prompt": "a fox", "duration_s": 0.2, "width": 128, "height": 64, "config": "tiny",
+            "kernels": "reference", "device": "cpu", "mux": False, "weights": str(tmp_path / "w"),
+            "out": str(tmp_path / "o.mp4")}
     fp8 = run_pipeline(Request(**base, precision="fp8"))
     assert any("FP8 checkpoint (modelopt)" in n and "used as stored" in n for n in fp8.notes), fp8.notes
     assert fp8.model["precision"]["h3"]["from_checkpoint"] == 8

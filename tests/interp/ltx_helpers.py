@@ -10,7 +10,6 @@ import tempfile
 import torch
 
 from rsi import kernel as K
-
 from rsi.harness import check
 from rsi.refs import get_op_group
 from rsi.spaces import load_space, template_source

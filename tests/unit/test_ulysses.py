@@ -61,7 +61,7 @@ def _worker(rank: int, init: str, result_path: str) -> None:
         dist.destroy_process_group()
 
 
-def test_two_gloo_ranks_equal_one_process_bitwise(tmp_path):
+def test_two_gloo_ranks_match_one_process(tmp_path):
     init = f"file://{tmp_path / 'rendezvous'}"
     out = tmp_path / "rank0.pt"
     mp.start_processes(_worker, args=(init, str(out)), nprocs=WORLD, start_method="spawn", join=True)
@@ -126,48 +126,15 @@ def test_run_pipeline_gpus_2_on_the_cpu(tmp_path):
     env.pop("WORLD_SIZE", None)
     two = tmp_path / "two.json"
     p2 = subprocess.run([sys.executable, *common, "--gpus", "2", "--json", str(two)], capture_output=True,
-                        text=True, env=env, timeout=600)
+                        text=True, env=env, timeout=600, check=False)
     assert p2.returncode == 0, p2.stdout[-3000:] + p2.stderr[-3000:]
     assert "torchrun" in p2.stdout
     b = json.loads(two.read_text())
     assert b["latent_sha256"]                            # closeness: test_pipeline_two_ranks_close_to_one
     assert b["request"]["gpus"] == 2 and any("Ulysses" in n and "2 ranks" in n for n in b["notes"])
     bad = subprocess.run([sys.executable, *common, "--gpus", "3", "--json", str(tmp_path / "x.json")],
-                         capture_output=True, text=True, env=env, timeout=300)
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
     assert bad.returncode == 2 and "divisor" in bad.stdout
-
-
-def _request(gpus: int):
-    from runtime.request import Request
-
-    return Request(prompt="a fox", duration_s=0.2, width=128, height=64, config="tiny", kernels="reference",
-                   device="cpu", mux=False, gpus=gpus, out="x.mp4", json="x.json")
-
-
-def _pipeline_worker(rank: int, init: str, result_path: str) -> None:
-    os.environ.update(WORLD_SIZE=str(WORLD), RANK=str(rank), LOCAL_RANK=str(rank))
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
-    try:
-        from runtime.pipeline import run_pipeline
-
-        res = run_pipeline(_request(WORLD))
-        if rank == 0:
-            torch.save({"z_video": res.outputs["z_video"], "z_audio": res.outputs["z_audio"]}, result_path)
-    finally:
-        dist.destroy_process_group()
-
-
-def test_pipeline_two_ranks_close_to_one(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    from runtime.pipeline import run_pipeline
-
-    one = run_pipeline(_request(1)).outputs
-    out = tmp_path / "two.pt"
-    mp.start_processes(_pipeline_worker, args=(f"file://{tmp_path / 'rv'}", str(out)), nprocs=WORLD,
-                       start_method="spawn", join=True)
-    two = torch.load(out)
-    for k in ("z_video", "z_audio"):
-        assert two[k].shape == one[k].shape and _rel(two[k], one[k]) < 1e-2, (k, _rel(two[k], one[k]))
 
 
 def _wire_worker(rank: int, init: str, result_path: str) -> None:
@@ -209,7 +176,7 @@ def test_bench_a2a_smoke_on_two_gloo_ranks(tmp_path):
     env.pop("WORLD_SIZE", None)
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
                         "runtime.bench_a2a", "--device", "cpu", "--rows", "256", "--heads", "4", "--reps", "2",
-                        "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+                        "--out", str(out)], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     d = json.loads(out.read_text())
     rows = {r["wire"]: r for r in d["rows"]}

@@ -79,8 +79,8 @@ def test_rsi_verify_interpreter(tmp_path):
 def test_rsi_verify_fans_out_over_workers(tmp_path):
     """rsi verify --workers 2: the locked kernels judged by two local processes, rows in lock order, each naming
     its worker."""
-    from rsi.verify import verify_all
     from rsi.verified import lock_kernel
+    from rsi.verify import verify_all
 
     _promote(tmp_path)
     lock = json.loads((tmp_path / "verified_kernels" / "LOCK.json").read_text())
