@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 nightly runs for issue 14 (exact commands; not run yet): two `rsi nightly` on the current lock, the second
+# H200 nightly runs for issue 14 (exact commands): two `rsi nightly` on the current lock, the second
 # against the first as its baseline, then one with a deliberately slowed kernel (tests/fixtures/nightly_slow:
 # modulate's locked kernel launched twice per call, in rsi bench and the runtime; outside the lock) against the
 # first, which must be flagged and exit 1.
@@ -11,9 +11,11 @@
 # nightly folders (.rsi/nightly/h200-*) and the store (.rsi/rsi.db) are ignored paths, kept on the device while it
 # stays warm; after a cold start restore them here from the last call's $OUT/nightly (store/rsi.db ->
 # .rsi/rsi.db, <step>/ -> .rsi/nightly/h200-<step>) and pass them with the run tool's carry.
-# Expected cost (estimates, not measured): first and second about 12-15 min each (rsi verify of 11 locked kernels,
-# rsi bench of every op group at 20 repetitions, the full two-stage route with a warm-up and 9 requests, the full
-# single-stage route with 8 steps); slowed about 3 min (modulate's bench and the single-stage route only).
+# Op groups: OPS (default modulate,qk_norm_rope,swiglu: three of the H3 block's op groups).
+# Every locked op group (--ops all) was estimated at 12-15 min a night from earlier runs' verify and bench times
+# (about 25 s and 30 s per op group), which two nights would not fit in a session's 30 device minutes; the
+# pipeline phases (two-stage full route with a warm-up and 9 requests, single-stage with 8 steps) run in full.
+# slowed: modulate's bench and the single-stage route only.
 # Needs .whl/, .whl-report/ (matplotlib, pandas and their wheels) and .tools/ from reports/h200/device_deps.sh: carry
 # [".whl", ".whl-report", ".tools"] (48 MB); the pipeline phases run --no-mux (PyAV would not fit the same call).
 set -o pipefail
@@ -23,7 +25,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONUNBUFFERED=1 RSI_BWRAP=$PWD/.tools/bwrap PYTHONPATH=/tmp/site:$PWD TRITON_CACHE_DIR=/tmp/triton_cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/nightly/store"
 N=.rsi/nightly/h200
-COMMON=(--gpu h200 --reps 20 --repeat 9 --steps 8 --phase-timeout 540 --no-mux)   # PyAV (39 MB) does not fit the carry
+OPS=${OPS:-modulate,qk_norm_rope,swiglu}
+COMMON=(--gpu h200 --ops "$OPS" --reps 20 --repeat 9 --steps 8 --phase-timeout 540 --no-mux)   # PyAV (39 MB) does not fit the carry
 case $STEP in
   first)  ARGS=(--out "$N-first" --baseline none) ;;
   second) ARGS=(--out "$N-second" --baseline "$N-first") ;;
