@@ -127,6 +127,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="format of the Ulysses exchanges with --gpus > 1: bf16 (exact, default), int8 (UE5M3 "
                         "block-int8 records both ways) or fp8 (e4m3 output records); int8 and fp8 are lossy")
     p.add_argument("--no-mux", action="store_true", help="skip writing the MP4 (timing runs without PyAV)")
+    p.add_argument("--save-latents", default=None, help="also save the run's latents (draft, upscaled, refined, "
+                   "audio) and decoded frames to this .pt file, for `python -m runtime.latent_error A.pt B.pt` (bf16 vs fp8, dense vs "
+                   "sol from one seed)")
     p.add_argument("--dry-run", action="store_true", help="validate the request and print the plan; run nothing")
     p.add_argument("--verbose", action="store_true", help="log every kernel choice as it is made")
     p.set_defaults(fn=run)
@@ -271,6 +274,15 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/] {escape(n)}", soft_wrap=True)
     try:
         out_json.write_text(json.dumps(res.to_json(), indent=2, default=str))
+        if args.save_latents:
+            import torch
+
+            outs = res.outputs or {}
+            lat = {k: v.detach().cpu() for k, v in outs.items() if k.startswith("z_") and isinstance(v, torch.Tensor)}
+            if outs.get("frames") is not None:          # decoded uint8 frames, for the PSNR
+                lat["frames"] = torch.as_tensor(outs["frames"])
+            torch.save(lat, args.save_latents)
+            console.print(escape(f"saved latents {', '.join(sorted(lat))} to {args.save_latents}"), soft_wrap=True)
     except OSError as e:
         _fail("failed", e)
         return 1

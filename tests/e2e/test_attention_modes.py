@@ -161,7 +161,7 @@ def test_two_stage_cli_with_fp8_linears_and_fp8_attention(tmp_path, capsys):
     out = tmp_path / "f.mp4"
     rc = cli.main(["run-pipeline", "--prompt", "rain", "--duration", "0.5", "--resolution", "128x64", "--two-stage",
                    "--precision", "fp8", "--attention", "fp8", "--out", str(out), "--prompt-cache",
-                   str(tmp_path / "pc"), "--no-mux"])
+                   str(tmp_path / "pc"), "--no-mux", "--save-latents", str(tmp_path / "fp8.pt")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "to_fp8" in text and "attention, stage 2 (refiner) (fp8)" in text
@@ -171,6 +171,21 @@ def test_two_stage_cli_with_fp8_linears_and_fp8_attention(tmp_path, capsys):
     assert any(n.startswith("precision fp8 (lossy)") for n in d["notes"])
     ops = {c["op"]: c["kernel"] for c in d["kernels"]}
     assert ops["fp8_linear"] == "scaled_mm_or_reference" and ops["attention_fp8"] == "fp8_reference"
+    # the same request in bf16 with dense attention, and the end-to-end error of the lossy one against it
+    rc = cli.main(["run-pipeline", "--prompt", "rain", "--duration", "0.5", "--resolution", "128x64", "--two-stage",
+                   "--out", str(tmp_path / "b.mp4"), "--prompt-cache", str(tmp_path / "pc"), "--no-mux",
+                   "--save-latents", str(tmp_path / "bf16.pt")])
+    assert rc == 0
+    from runtime import latent_error
+
+    assert latent_error.main([str(tmp_path / "bf16.pt"), str(tmp_path / "fp8.pt"), "--json",
+                              str(tmp_path / "e.json")]) == 0
+    e = json.loads((tmp_path / "e.json").read_text())["outputs"]
+    assert {"z_draft", "z_refined", "z_audio", "frames"} <= set(e)
+    for k in ("z_draft", "z_refined"):          # lossy: moved, but not to noise
+        assert 1e-4 < e[k]["rel_l2"] < 0.5 and e[k]["cosine"] > 0.8
+    assert 10 < e["frames"]["psnr_db"] < float("inf")
+    assert latent_error.main([str(tmp_path / "bf16.pt"), str(tmp_path / "missing.pt")]) == 2
 
 
 def test_fp8_precision_refuses_unmerged_lora(tmp_path, capsys):
