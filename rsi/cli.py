@@ -123,7 +123,8 @@ def cmd_search(a: argparse.Namespace) -> int:
                       "and nothing is promoted")
     if a.dry_run:
         console.print(f"dry run: would search {', '.join(ops)} on backend {backend}, target {target_name}, "
-                      f"proposer {a.proposer}, budget {cands} candidates / {minutes} min")
+                      f"proposer {a.proposer}, template {a.template or 'every one the space declares'}, budget "
+                      f"{cands} candidates / {minutes} min")
         return 0
     code = 0
     for op in ops:
@@ -133,7 +134,7 @@ def cmd_search(a: argparse.Namespace) -> int:
                              candidate_timeout_s=a.candidate_timeout or 600.0, explicit=explicit,
                              unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
-                             workers=a.workers, ray_address=a.ray_address,
+                             workers=a.workers, ray_address=a.ray_address, template=a.template,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
                                             "transcript": a.transcript, "max_calls": a.max_calls,
                                             "max_cost_usd": a.max_cost, "hybrid_tune": a.hybrid_tune})
@@ -255,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--proposer", default="offline", choices=["offline", "openai", "anthropic", "openai-compatible",
                                                                "agent", "replay"],
                    help="where candidates come from (default offline: Optuna TPE over Triton templates)")
+    s.add_argument("--template", default=None,
+                   help="search only this template of the op group's space: its main (Triton) one or one its TOML "
+                        "declares under [<op>.templates], e.g. gelu_tanh_cute (CuTe DSL: GPU and pip install -e "
+                        "'.[cute]'); default: every template that can run here (docs/cute.md)")
     s.add_argument("--model", default=None, help="model name for LLM proposers")
     s.add_argument("--base-url", default=None, help="endpoint for --proposer openai-compatible")
     s.add_argument("--inbox", default=None, help="folder for --proposer agent (prompts out, replies in)")

@@ -1,15 +1,24 @@
 """The kernel API: the only ``rsi`` module a candidate may import (README, "The contract").
 
 A candidate's host code may compute shapes, strides and grids, allocate its outputs with :func:`empty` /
-:func:`empty_like`, and launch ``@triton.jit`` kernels. It may name only what ``CANDIDATE_API`` lists; the static
-check (``rsi.harness.static``) rejects any other attribute of this module. The runtime and the judge's producer
-process load candidates the same way; what differs is invisible to a candidate: in the producer, outputs are
-carved out of guard-banded buffers the judge inspects after every call (``set_allocator``, harness only).
+:func:`empty_like`, and launch ``@triton.jit`` kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through
+:func:`cute_launch`. It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
+rejects any other attribute of this module. The runtime and the judge's producer process load candidates the same
+way; what differs is invisible to a candidate: in the producer, outputs are carved out of guard-banded buffers the
+judge inspects after every call (``set_allocator``, harness only).
+
+CuTe DSL (``nvidia-cutlass-dsl``, the optional ``[cute]`` extra) is imported only when a CuTe candidate runs, so
+this module imports without it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import inspect
+import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import triton
@@ -32,8 +41,10 @@ next_power_of_2 = triton.next_power_of_2
 # what a candidate may name: rsi.harness.static checks every ``K.<name>`` against this set
 CANDIDATE_API = frozenset({
     "empty", "empty_like", "cdiv", "next_power_of_2", "bfloat16", "float16", "float32", "float64", "int8",
-    "int16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2",
+    "int16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2", "cute_launch",
 })
+
+CUTE_INSTALL = "CuTe DSL candidates need `pip install -e '.[cute]'` (nvidia-cutlass-dsl)"
 
 
 def _plain(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -67,3 +78,99 @@ def set_allocator(fn: Callable[[tuple[int, ...], torch.dtype, torch.device], tor
 def module_name(op: str) -> str:
     """The module name a candidate or verified kernel of ``op`` is imported under, in the judge and the runtime."""
     return f"rsi_kernel_{op}"
+
+
+# ------------------------------------------------------------------------------------------------------ CuTe DSL
+# (function, constants, argument specs) -> (cute.compile's result, where its arguments come from: _cute_bind)
+_cute_compiled: dict[tuple, tuple[Any, tuple]] = {}
+
+
+def cute_unavailable(backend: str) -> str:
+    """Why CuTe DSL candidates cannot run here ("" when they can): they need the GPU and the ``[cute]`` extra (a
+    ``cutlass`` package with ``cute`` in it; looked up, not imported)."""
+    if backend != "cuda":
+        return f"CuTe DSL candidates run on the GPU only (backend {backend})"
+    spec = importlib.util.find_spec("cutlass")
+    if spec is None or not any(os.path.isdir(os.path.join(p, "cute")) for p in spec.submodule_search_locations or ()):
+        return CUTE_INSTALL
+    return ""
+
+
+def cutlass_dsl_version() -> str:
+    """The installed CuTe DSL's version (its Python sources are the -libs-core wheel; the H200 runs install the
+    library wheels without the nvidia-cutlass-dsl meta package)."""
+    for dist in ("nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def _alignment(t: torch.Tensor) -> int:
+    """The largest power of two up to 16 that divides t's address (the compiler vectorises only what it may)."""
+    ptr, align = t.data_ptr(), 16
+    while ptr % align:
+        align //= 2
+    return align
+
+
+def _cute_args(fn: Callable, args: Sequence[Any], consts: dict[str, Any], stream: Any,
+               from_dlpack: Callable) -> tuple[tuple, list]:
+    """(cache key, positional arguments) of ``fn(*args, stream, **consts)``: tensors as CuTe tensors with static
+    layouts and their actual alignment (keyed by dtype, shape, strides, alignment and device), other arguments as
+    they are (keyed by value), then the stream."""
+    key: list[Any] = [fn, tuple(sorted(consts.items()))]
+    positional: list[Any] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            align = _alignment(a)
+            key.append((a.dtype, tuple(a.shape), a.stride(), align, a.device))
+            positional.append(from_dlpack(a, assumed_align=align))
+        else:
+            key.append((type(a), a))
+            positional.append(a)
+    return tuple(key), [*positional, stream]
+
+
+def _cute_bind(fn: Callable, positional: list, consts: dict[str, Any]) -> tuple[tuple, tuple]:
+    """(cute.compile's arguments after fn, the compiled function's arguments as positions in ``positional`` or names
+    in ``consts``): the ``cutlass.Constexpr`` parameters are compiled in, not passed."""
+    import cutlass
+
+    sig = inspect.signature(fn)
+    bound = sig.bind(*positional, **consts)
+    if bound.kwargs:
+        raise TypeError(f"{fn.__name__}: keyword-only parameters {sorted(bound.kwargs)} are not supported")
+    layout = tuple(i if i < len(positional) else name for i, (name, p) in enumerate(sig.parameters.items())
+                   if name in bound.arguments and p.annotation is not cutlass.Constexpr)
+    return bound.args, layout
+
+
+def cute_launch(fn: Callable, *args: Any, **consts: Any) -> None:
+    """Run the candidate's ``@cute.jit`` function ``fn`` on torch's current CUDA stream.
+
+    ``fn`` is called as ``fn(*args, stream, **consts)``: tensors go over as CuTe tensors with static shapes, strides
+    and their actual alignment (``from_dlpack``), other arguments as they are, then the stream, then ``consts``,
+    which bind ``cutlass.Constexpr`` parameters (the config). Compiled with ``cute.compile`` once per function,
+    argument dtypes / shapes / strides / alignment / devices (scalar arguments by value) and constants, and kept
+    here: a candidate holds no state of its own.
+    """
+    try:
+        import cuda.bindings.driver as cuda
+        from cutlass import cute
+        from cutlass.cute.runtime import from_dlpack
+    except ImportError as e:
+        raise ImportError(f"{CUTE_INSTALL}: {e}") from None
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or any(t.device.type != "cuda" for t in tensors):
+        raise ValueError("K.cute_launch runs on CUDA tensors: " + (", ".join(str(t.device) for t in tensors)
+                                                                   or "none given"))
+    stream = cuda.CUstream(torch.cuda.current_stream(tensors[0].device).cuda_stream)
+    key, positional = _cute_args(fn, args, consts, stream, from_dlpack)
+    hit = _cute_compiled.get(key)
+    if hit is None:
+        compile_args, layout = _cute_bind(fn, positional, consts)
+        hit = _cute_compiled[key] = (cute.compile(fn, *compile_args), layout)
+    compiled, layout = hit
+    compiled(*(positional[i] if isinstance(i, int) else consts[i] for i in layout))

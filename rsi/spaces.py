@@ -7,6 +7,11 @@ An op group whose class is approximate may be judged more strictly in a search t
 ``[<op>.approximate]`` table (keys ``max_rel_l2``, ``min_cosine``, ``max_abs_frac``) tightens those bounds. It is
 checked against the op group's class when the space is loaded (``rsi.contract.tighten``): a looser value, an unknown
 key or a table for an op group that is not approximate is refused there with the reason.
+
+A space may declare more templates of the same op group, each with its own axes, predicates and heuristic, in
+``[<op>.templates.<template>]`` tables (e.g. gelu_tanh's CuTe DSL template beside its Triton one, docs/cute.md): they
+are the space's ``alternatives``, searched beside the main template (``rsi.search.propose``), or alone with
+``rsi search --template`` (:meth:`Space.select`). Buckets, the tightened bounds and the file's hash are shared.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import itertools
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +131,13 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
 def _heuristic_elementwise_16b(space: Space) -> dict[str, Any]:
     """8 bf16 per thread (one 16-byte load per operand), 8 warps, one row per program."""
     c = {"BLOCK_F": 2048, "ROWS": 1, "num_warps": 8, "EVICT": ""}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_cute_vectors_16b(space: Space) -> dict[str, Any]:
+    """CuTe DSL elementwise (rsi/templates/gelu_tanh_cute.py): 256 threads, two 16-byte vectors a thread, loaded
+    before either is computed, and the Triton template's instructions (MATH=1). Not yet measured."""
+    c = {"THREADS": 256, "UNROLL": 2, "MATH": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
@@ -242,6 +254,7 @@ def _heuristic_fp8_merge_rows(space: Space) -> dict[str, Any]:
 HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_16B": _heuristic_elementwise_16b,
     "elementwise_wide": _heuristic_elementwise_wide,
+    "cute_vectors_16B": _heuristic_cute_vectors_16b,
     "row_in_registers": _heuristic_row_in_registers,
     "pair_tiles": _heuristic_pair_tiles,
     "copy_tiles": _heuristic_copy_tiles,
@@ -268,6 +281,7 @@ class Space:
     heuristic_name: str
     sha256: str
     approximate: dict[str, float] = field(default_factory=dict)  # tightened approximate bounds (module docstring)
+    alternatives: tuple[Space, ...] = ()   # the op group's other templates ([<op>.templates.<name>])
 
     def valid(self, config: Config) -> tuple[bool, str]:
         for name in self.predicates:
@@ -294,6 +308,18 @@ class Space:
             raise ValueError(f"heuristic for {self.op} violates {why}")
         return c
 
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return (self.template, *(a.template for a in self.alternatives))
+
+    def select(self, template: str) -> Space:
+        """The space of one of its templates alone (``rsi search --template``)."""
+        for s in (self, *self.alternatives):
+            if s.template == template:
+                return replace(s, alternatives=())
+        raise ValueError(f"op group {self.op!r} has no template {template!r}; its space declares "
+                         f"{', '.join(self.templates)}")
+
 
 def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
     import hashlib
@@ -306,11 +332,12 @@ def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
     if op not in data:
         raise ValueError(f"{path} has no [{op}] table")
     t = data[op]
-    for p in t.get("predicates", []):
-        if p not in PREDICATES:
-            raise ValueError(f"{path}: unknown predicate {p!r}; known: {', '.join(PREDICATES)}")
-    if t.get("heuristic") not in HEURISTICS:
-        raise ValueError(f"{path}: unknown heuristic {t.get('heuristic')!r}")
+    for table in (t, *t.get("templates", {}).values()):
+        for p in table.get("predicates", []):
+            if p not in PREDICATES:
+                raise ValueError(f"{path}: unknown predicate {p!r}; known: {', '.join(PREDICATES)}")
+        if table.get("heuristic") not in HEURISTICS:
+            raise ValueError(f"{path}: unknown heuristic {table.get('heuristic')!r}")
     approximate = dict(t.get("approximate", {}))
     if approximate:
         from rsi.contract import tighten
@@ -320,9 +347,15 @@ def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
             tighten(get_op_group(op).tolerance, approximate)
         except ValueError as e:
             raise ValueError(f"{path}: [{op}.approximate]: {e}") from None
-    return Space(op=op, template=t["template"], axes={k: list(v) for k, v in t["axes"].items()},
-                 predicates=tuple(t.get("predicates", [])), buckets=tuple(t.get("buckets", [])),
-                 heuristic_name=t["heuristic"], sha256=hashlib.sha256(raw).hexdigest(), approximate=approximate)
+    def space(template: str, table: dict) -> Space:
+        if not (Path(__file__).resolve().parent / "templates" / f"{template}.py").exists():
+            raise ValueError(f"{path}: no template rsi/templates/{template}.py")
+        return Space(op=op, template=template, axes={k: list(v) for k, v in table["axes"].items()},
+                     predicates=tuple(table.get("predicates", [])), buckets=tuple(t.get("buckets", [])),
+                     heuristic_name=table["heuristic"], sha256=hashlib.sha256(raw).hexdigest(), approximate=approximate)
+
+    return replace(space(t["template"], t), alternatives=tuple(space(name, table) for name, table in
+                                                               t.get("templates", {}).items()))
 
 
 def template_source(name: str) -> str:

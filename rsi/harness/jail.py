@@ -4,6 +4,10 @@ job's private scratch directory, private ``/tmp``, ``/var/tmp`` and ``/run``, a 
 nodes and the host's ``/dev/shm``, which CUDA IPC's reference counts live in), a cleared environment and resource
 limits (set by the producer before it imports the candidate).
 
+CuTe DSL candidates need nothing more: the package is read where Python finds it (a copy under /tmp, such as the
+H200 runs' ``pip install --target /tmp/site`` on PYTHONPATH, is bound in read-only like any sys.path entry there), and
+its cache directory is the job's scratch (``CUTE_DSL_CACHE_DIR``; it compiles in memory, ``K.cute_launch``).
+
 ``RSI_BWRAP`` names the bwrap binary when it is not on PATH (the H200 runs carry one). Where bwrap is missing or
 cannot create namespaces here, :func:`available` says why; the judge then refuses LLM-proposed candidates unless
 the user passed the unsafe flag, and every verdict and record states how the producer ran.
@@ -72,8 +76,10 @@ def available() -> tuple[bool, str]:
 def environment(backend: str, scratch: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({"HOME": scratch, "TMPDIR": os.path.join(scratch, "tmp"),
-                "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))})
+                "TRITON_CACHE_DIR": os.path.join(scratch, "triton"),
+                "CUTE_DSL_CACHE_DIR": os.path.join(scratch, "cute"), "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))})
     if backend == "interpret":
         env["TRITON_INTERPRET"] = "1"
     return env

@@ -10,6 +10,10 @@ The judge's baselines are eager, torch.compile of the reference, a copy of the s
 incumbents (``OpGroup.baselines``), each incumbent checked once per shape first (``rsi.harness.incumbents``).
 
 Stages, fail closed: static -> compile -> correctness -> timing -> physics. The verdict starts rejected.
+
+CuTe DSL candidates (docs/cute.md) go the same way, with the CuTe allow-list (``rsi.harness.static_cute``) in the
+static stage; they run only on the GPU with the ``[cute]`` extra installed (else a compile rejection that says so),
+and compile in their first call like Triton kernels. Every verdict names the kernel language (``details``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from rsi.harness.client import (
     outputs_from,
 )
 from rsi.harness.static import check_source
+from rsi.harness.static_cute import kernel_language
 from rsi.harness.wire import SharedMemory
+from rsi.kernel import cute_unavailable, cutlass_dsl_version
 from rsi.refs import get_op_group
 from rsi.search.stats import paired_ratio_ci
 
@@ -130,12 +136,18 @@ class Judge:
         tol = self.tolerance_of(op)
         v.tolerance = tol.describe()
         v.details["judge"] = self.describe()
+        v.details["kernel_language"] = kernel_language(cand.source)
         clients: list[ProducerClient] = []
         try:
             if not self.opt.skip_static:
                 st = check_source(cand.source)
                 if not st.ok:
                     raise StageError("static", f"{st.reason} (line {st.line})")
+            if v.details["kernel_language"] == "cute":
+                why = cute_unavailable(self.opt.backend)
+                if why:
+                    raise StageError("compile", why)
+                v.details["cutlass_dsl"] = cutlass_dsl_version()
             if not self.sandbox and cand.origin not in ("offline", "verified") and not self.opt.unsafe_no_sandbox:
                 raise StageError("static", f"sandbox unavailable ({self.sandbox_why}): candidates from "
                                            f"{cand.origin!r} run only in the sandbox; pass --unsafe-no-sandbox "
@@ -292,7 +304,7 @@ class Judge:
                 try:
                     reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
                 except StageError as e:
-                    if calls == 0 and _triton_failure(e):  # Triton compiles on the first launch
+                    if calls == 0 and _compiler_failure(e):  # Triton and CuTe compile on the first launch
                         e.stage = "compile"
                     e.reason = f"{e.reason} at {where}"
                     raise
@@ -413,13 +425,15 @@ class Judge:
         return rows, checked
 
 
-def _triton_failure(e: StageError) -> bool:
-    """An exception the candidate raised from inside Triton (its compiler or language front end): the first launch
-    is where a kernel compiles, so such a failure there is a compile rejection, not a wrong result."""
+def _compiler_failure(e: StageError) -> bool:
+    """An exception the candidate raised from inside Triton (its compiler or language front end) or CuTe DSL (its
+    tracer and compiler, under cutlass/): the first launch is where a kernel compiles, so such a failure there is a
+    compile rejection, not a wrong result."""
     tb = e.details.get("traceback", "")
     return e.stage == "correctness" and "producer_stage" in e.details and (
         "/triton/compiler/" in tb or "/triton/language/" in tb or "CompilationError" in e.reason
-        or "InterpreterError" in e.reason)
+        or "InterpreterError" in e.reason or "/cutlass/" in tb or "DSLRuntimeError" in e.reason
+        or "DSLUserCodeError" in e.reason)
 
 
 def _refill(shared: tuple, inputs: tuple) -> None:

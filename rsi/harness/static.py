@@ -1,16 +1,17 @@
 """Static check of candidate source, on the AST (never by regex): an ALLOW-LIST. Anything not listed here is rejected.
 
 A candidate is a module whose entry point ``launch(*inputs, **config)`` allocates its outputs with the kernel API
-(``from rsi import kernel as K``: ``K.empty``, ``K.empty_like``) and launches ``@triton.jit`` kernels. Everything
-that computes on data happens inside kernels; host code may only read tensor metadata, take views, compute launch
-geometry from sizes and launch kernels. The rules, in the order the check applies them:
+(``from rsi import kernel as K``: ``K.empty``, ``K.empty_like``) and launches ``@triton.jit`` kernels, or CuTe DSL
+kernels (rule 5). Everything that computes on data happens inside kernels; host code may only read tensor metadata,
+take views, compute launch geometry from sizes and launch kernels. The rules, in the order the check applies them:
 
 1. Module level: an optional docstring; ``import triton``, ``import triton.language as tl`` (any alias, also
    ``from triton import language as tl``), ``from rsi import kernel as K`` / ``import rsi.kernel as K`` (any alias)
    and ``from __future__ import annotations``; constants bound to plain names (numbers, strings, booleans, None,
    tuples of them, arithmetic of them, earlier constants, ``tl.constexpr(<constant>)``, ``K.<dtype>`` /
    ``tl.<dtype>``); ``def`` statements. Every module-level name is bound once, and no name shadows a builtin.
-   ``TUNABLE = (("NAME", (v1, v2)), ...)`` (``rsi.llm.reply``) is a tuple constant like any other.
+   ``TUNABLE = (("NAME", (v1, v2)), ...)`` (``rsi.llm.reply``) is a tuple constant like any other. A CuTe DSL
+   module imports ``cutlass`` / ``cutlass.cute`` instead of triton (rule 5): a module uses one kernel language.
 2. ``@triton.jit`` kernels: the decorator is exactly ``<triton alias>.jit``, bare or called with constant keyword
    arguments (no ``triton.autotune`` or ``triton.heuristics``: configs are the search's job; no other decorator);
    defaults are constants; annotations absent, ``tl.constexpr`` or a string. The body uses Python control flow
@@ -25,13 +26,14 @@ geometry from sizes and launch kernels. The rules, in the order the check applie
    constants (a string); ``*args`` / ``**kwargs`` are allowed and may be passed on only as themselves. Statements:
    assignment to names (tuple unpacking included), augmented assignment, if/else, ``for ... in range(...)``,
    return, break, continue, pass, ``raise ValueError(...)`` / ``raise TypeError(...)`` with a constant or f-string
-   message, and as expression statements only kernel launches ``kern[grid](...)`` and calls of the module's other
-   host functions. Expressions: constants, names, arithmetic, comparisons, boolean operators, conditional
-   expressions, tuple displays, subscripts, f-strings in raise messages; the calls ``HOST_BUILTINS``,
-   ``K.<CANDIDATE_API>``, ``triton.cdiv`` / ``triton.next_power_of_2`` and the tensor metadata/view methods in
-   ``HOST_TENSOR_METHODS``; the attributes ``HOST_TENSOR_ATTRS``, ``K.<CANDIDATE_API>``, ``tl.<dtype>``. No list,
-   dict or set displays, comprehensions, lambdas, while loops, with, try, global, del, assert, imports, nested
-   defs or classes. ``data_ptr`` in particular is not allowed (it fingerprints the harness's buffers).
+   message, and as expression statements only kernel launches ``kern[grid](...)`` (``K.cute_launch(fn, ...)``,
+   rule 5) and calls of the module's other host functions. Expressions: constants, names, arithmetic,
+   comparisons, boolean operators, conditional expressions, tuple displays, subscripts, f-strings in raise
+   messages; the calls ``HOST_BUILTINS``, ``K.<CANDIDATE_API>``, ``triton.cdiv`` / ``triton.next_power_of_2`` and
+   the tensor metadata/view methods in ``HOST_TENSOR_METHODS``; the attributes ``HOST_TENSOR_ATTRS``,
+   ``K.<CANDIDATE_API>``, ``tl.<dtype>``. No list, dict or set displays, comprehensions, lambdas, while loops,
+   with, try, global, del, assert, imports, nested defs or classes. ``data_ptr`` in particular is not allowed (it
+   fingerprints the harness's buffers).
    Values are tracked by kind (scalar, tuple of scalars, dtype/device, opaque tensor or input): arithmetic,
    comparisons, truth tests, ``min``/``max``/``abs``/``float``/``bool`` take scalars only, so host code cannot
    compute on tensors even with plain operators. An input that is a plain int (``world``) is opaque until
@@ -46,6 +48,9 @@ geometry from sizes and launch kernels. The rules, in the order the check applie
    ``x.numel() + BLOCK >= 2**31 - 1``), and may not involve a tainted value into which such a constant was folded
    by arithmetic (``k = n - 5376; if k == 0``). Comparisons against launch parameters with defaults (the config)
    are allowed: ``if n_cols > BLOCK_H + BLOCK_T: raise ValueError(...)``.
+5. CuTe DSL (``rsi.harness.static_cute``, rules C1-C4 there): ``@cute.kernel`` / ``@cute.jit`` functions with their
+   own allow-list, launched from host code only by the statement ``K.cute_launch(fn, *args, **consts)``; rule 4
+   applies inside their bodies too, where shapes are static.
 """
 
 from __future__ import annotations
@@ -60,17 +65,16 @@ from rsi.contract import ENTRY_POINT
 from rsi.kernel import CANDIDATE_API
 
 # ------------------------------------------------------------------------------------------------- the allow-lists
-ALLOWED_IMPORTS = ("triton", "triton.language", "rsi.kernel")
+ALLOWED_IMPORTS = ("triton", "triton.language", "rsi.kernel", "cutlass", "cutlass.cute")
 FUTURE_FEATURES = ("annotations",)
-# EXTENSION POINT (CuTe DSL): a second kernel language would be admitted here, with its own module names, decorator
-# and kernel-body rules (a checker like _Kernel). It is NOT allowed now: the judge does not run CuTe kernels yet.
-CUTE_DSL_MODULES: tuple[str, ...] = ()
+# the second kernel language, CuTe DSL, has its rules in rsi.harness.static_cute (imported at the end of this module)
 
 IMPORT_RULE = ("a candidate may import only triton, triton.language and rsi.kernel (`import triton`, "
                "`import triton.language as tl`, `from rsi import kernel as K`, plus `from __future__ import "
-               "annotations`); allocate outputs with K.empty / K.empty_like")
+               "annotations`), or instead of triton CuTe DSL's cutlass and cutlass.cute (`import cutlass`, `import "
+               "cutlass.cute as cute`); allocate outputs with K.empty / K.empty_like")
 
-API_FUNCTIONS = frozenset({"empty", "empty_like", "cdiv", "next_power_of_2"})
+API_FUNCTIONS = frozenset({"empty", "empty_like", "cdiv", "next_power_of_2", "cute_launch"})
 API_DTYPES = frozenset(CANDIDATE_API - API_FUNCTIONS)
 TL_DTYPES = frozenset({
     "bfloat16", "float16", "float32", "float64", "float8e4b15", "float8e4b8", "float8e4nv", "float8e5", "float8e5b16",
@@ -154,6 +158,7 @@ def contract_rules() -> list[str]:
         ("- no special-casing of shapes: a value derived from an input's size may be compared only with 0, 1, -1, the "
          "index-width limits (2**31 - 1, 2**31, 2**32, 2**63 - 1) or the launch parameters (the config), e.g. "
          "`if n_cols > BLOCK_H + BLOCK_T: raise ValueError(...)`"),
+        f"- the kernel language is Triton, {static_cute.CUTE_RULE}",
     ]
 
 
@@ -284,6 +289,48 @@ def _is_const(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool:
         return False
 
 
+def _bad_constants(node: ast.AST, consts: dict[str, tuple[str, object]]) -> list[int]:
+    """Integer constants (maximal folded subexpressions) in node that a shape may not be compared with (``consts``:
+    what a name folds to there)."""
+    out: list[int] = []
+
+    def walk(n: ast.AST) -> None:
+        try:
+            v = _fold(n, consts)
+        except _NotConst:
+            v = _NotConst
+        if v is not _NotConst:
+            vals = v if isinstance(v, tuple) else (v,)
+            for x in vals:
+                if isinstance(x, (int, float)) and not isinstance(x, bool) \
+                        and x not in TRIVIAL_CONSTANTS and x not in INDEX_WIDTH_LIMITS:
+                    out.append(x)
+            return
+        if isinstance(n, (ast.BinOp,)):
+            walk(n.left)
+            walk(n.right)
+        elif isinstance(n, ast.UnaryOp):
+            walk(n.operand)
+        elif isinstance(n, ast.BoolOp):
+            for x in n.values:
+                walk(x)
+        elif isinstance(n, ast.IfExp):
+            for x in (n.test, n.body, n.orelse):
+                walk(x)
+        elif isinstance(n, ast.Tuple):
+            for x in n.elts:
+                walk(x)
+        elif isinstance(n, ast.Compare):
+            for x in (n.left, *n.comparators):
+                walk(x)
+        elif isinstance(n, ast.Call):
+            for x in n.args:
+                walk(x)
+
+    walk(node)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------- the module
 class _Module:
     def __init__(self, tree: ast.Module):
@@ -291,6 +338,11 @@ class _Module:
         self.triton: set[str] = set()     # aliases of the triton module
         self.tl: set[str] = set()         # aliases of triton.language
         self.api: set[str] = set()        # aliases of rsi.kernel
+        self.cutlass: set[str] = set()    # aliases of cutlass (CuTe DSL, rsi.harness.static_cute)
+        self.cute: set[str] = set()       # aliases of cutlass.cute
+        self.cute_fns: dict[str, str] = {}                 # CuTe function -> "kernel" | "jit"
+        self.cute_defs: dict[str, ast.FunctionDef] = {}
+        self.future = False               # from __future__ import annotations
         self.consts: dict[str, tuple[str, object]] = {}
         self.jit: dict[str, ast.FunctionDef] = {}
         self.host: dict[str, ast.FunctionDef] = {}
@@ -300,7 +352,7 @@ class _Module:
 
     @property
     def aliases(self) -> set[str]:
-        return self.triton | self.tl | self.api
+        return self.triton | self.tl | self.api | self.cutlass | self.cute
 
     # ---- rule 1
     def scan(self) -> None:
@@ -314,7 +366,10 @@ class _Module:
                 self._assign(stmt)
             elif isinstance(stmt, ast.FunctionDef):
                 self._bind(stmt.name, stmt)
-                if self._is_jit(stmt):
+                cute_kind = static_cute.decorator(self, stmt)
+                if cute_kind:
+                    self.cute_fns[stmt.name], self.cute_defs[stmt.name] = cute_kind, stmt
+                elif self._is_jit(stmt):
                     self.jit[stmt.name] = stmt
                 else:
                     self.host[stmt.name] = stmt
@@ -329,11 +384,17 @@ class _Module:
             else:
                 raise _Reject(f"module-level statement {type(stmt).__name__}: a candidate module may hold only a "
                               "docstring, imports, constants and def statements (no work at import time)", stmt)
-        entry = self.jit.get(ENTRY_POINT) or self.host.get(ENTRY_POINT)
+        if (self.cutlass or self.cute) and (self.triton or self.tl):
+            raise _Reject("the module imports both triton and cutlass: a candidate uses one kernel language, Triton or "
+                          "CuTe DSL")
+        if (self.cutlass or self.cute) and self.future:
+            raise _Reject("from __future__ import annotations in a CuTe DSL candidate: CuTe reads annotations "
+                          "(cutlass.Constexpr) when it compiles, so they must stay objects")
+        entry = self.jit.get(ENTRY_POINT) or self.cute_defs.get(ENTRY_POINT) or self.host.get(ENTRY_POINT)
         if entry is None:
             raise _Reject(f"no entry point: define `def {ENTRY_POINT}(<inputs>, NAME=default, ...)` at module level")
-        if ENTRY_POINT in self.jit:
-            raise _Reject(f"`{ENTRY_POINT}` must be a host function, not a Triton kernel", entry)
+        if ENTRY_POINT in self.jit or ENTRY_POINT in self.cute_fns:
+            raise _Reject(f"`{ENTRY_POINT}` must be a host function, not a kernel", entry)
 
     def _bind(self, name: str, node: ast.AST) -> None:
         if name.startswith("__"):
@@ -353,6 +414,7 @@ class _Module:
                 for a in stmt.names:
                     if a.name not in FUTURE_FEATURES or a.asname:
                         raise _Reject(f"from __future__ import {a.name}: only `annotations` is allowed", stmt)
+                self.future = True
                 return
             for a in stmt.names:
                 full = f"{mod}.{a.name}"
@@ -360,8 +422,10 @@ class _Module:
                     self.tl.add(a.asname or a.name)
                 elif full == "rsi.kernel":
                     self.api.add(a.asname or a.name)
+                elif full == "cutlass.cute":
+                    self.cute.add(a.asname or a.name)
                 else:
-                    _reject_import(full if mod in ("triton", "rsi") else mod, stmt)
+                    _reject_import(full if mod in ("triton", "rsi", "cutlass") else mod, stmt)
                 self._bind(a.asname or a.name, stmt)
             return
         for a in stmt.names:
@@ -381,6 +445,13 @@ class _Module:
                 self._bind(a.asname, stmt)
             elif a.name == "rsi.kernel":
                 raise _Reject("`import rsi.kernel` binds `rsi`: write `from rsi import kernel as K`", stmt)
+            elif a.name == "cutlass.cute" and a.asname:
+                self.cute.add(a.asname)
+                self._bind(a.asname, stmt)
+            elif static_cute.is_cute_import(a.name):  # binds `cutlass`; cutlass.cute.x is then rooted at it
+                if "cutlass" not in self.cutlass:
+                    self.cutlass.add(a.asname or "cutlass")
+                    self._bind(a.asname or "cutlass", stmt)
             else:
                 _reject_import(a.name, stmt)
 
@@ -866,13 +937,15 @@ class _Host(_Function):
                 raise _Reject(_expression_reason(v, f"host code ({fn}())"), s)
             if isinstance(v, ast.Call) and isinstance(v.func, ast.Subscript):
                 self.launch(v)
+            elif isinstance(v, ast.Call) and static_cute.is_host_launch(self.mod, v):
+                static_cute.check_host_launch(self, v)
             elif isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in self.mod.host:
                 self.expr(v)
             else:
                 if isinstance(v, ast.Call):
                     self.expr(v)  # a specific reason where the call itself is not allowed
                 raise _Reject(f"expression statement {_src(v)} in {fn}(): as statements, host code may only launch "
-                              "kernels (kern[grid](...)) and call its own host functions", s)
+                              "kernels (kern[grid](...), K.cute_launch(fn, ...)) and call its own host functions", s)
         elif isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
             return
         elif isinstance(s, ast.While):
@@ -986,6 +1059,9 @@ class _Host(_Function):
             raise _Reject(f"module alias {n} used as a value in {self.fn.name}(): use its allowed attributes", node)
         if n in m.jit:
             raise _Reject(f"kernel {n} used as a value in {self.fn.name}(): launch it as {n}[grid](...)", node)
+        if n in m.cute_fns:
+            raise _Reject(f"CuTe function {n} used as a value in {self.fn.name}(): host code runs a @cute.jit function "
+                          f"with the statement K.cute_launch({n}, ...)", node)
         if n in m.host:
             raise _Reject(f"function {n} used as a value in {self.fn.name}(): call it", node)
         if n in HOST_BUILTINS or n in HOST_EXCEPTIONS:
@@ -1051,50 +1127,10 @@ class _Host(_Function):
         mixed = lk.mixed or rk.mixed
         if taint and not isinstance(op, ast.Mult):  # scaling cannot map one shape onto 0, 1 or -1
             for side in (left, right):
-                bad = self._bad_constants(side)
+                bad = _bad_constants(side, self.consts)
                 if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):  # halving: x[:, :F]
                     mixed = True
         return _Kind("S", taint, mixed)
-
-    def _bad_constants(self, node: ast.AST) -> list[int]:
-        """Integer constants (maximal folded subexpressions) in node that a shape may not be compared with."""
-        out: list[int] = []
-
-        def walk(n: ast.AST) -> None:
-            try:
-                v = _fold(n, self.consts)
-            except _NotConst:
-                v = _NotConst
-            if v is not _NotConst:
-                vals = v if isinstance(v, tuple) else (v,)
-                for x in vals:
-                    if isinstance(x, (int, float)) and not isinstance(x, bool) \
-                            and x not in TRIVIAL_CONSTANTS and x not in INDEX_WIDTH_LIMITS:
-                        out.append(x)
-                return
-            if isinstance(n, (ast.BinOp,)):
-                walk(n.left)
-                walk(n.right)
-            elif isinstance(n, ast.UnaryOp):
-                walk(n.operand)
-            elif isinstance(n, ast.BoolOp):
-                for x in n.values:
-                    walk(x)
-            elif isinstance(n, ast.IfExp):
-                for x in (n.test, n.body, n.orelse):
-                    walk(x)
-            elif isinstance(n, ast.Tuple):
-                for x in n.elts:
-                    walk(x)
-            elif isinstance(n, ast.Compare):
-                for x in (n.left, *n.comparators):
-                    walk(x)
-            elif isinstance(n, ast.Call):
-                for x in n.args:
-                    walk(x)
-
-        walk(node)
-        return out
 
     def _shape_rule(self, node: ast.AST, parts: list[ast.AST], kinds: list[_Kind]) -> None:
         if not any(k.taint for k in kinds):
@@ -1105,7 +1141,7 @@ class _Host(_Function):
                               f"{_src(node)}: special-casing shapes is not allowed (compare sizes with 0, 1, -1, "
                               "the index-width limits or launch parameters)", node)
         for part in parts:
-            bad = self._bad_constants(part)
+            bad = _bad_constants(part, self.consts)
             if bad:
                 raise _Reject(f"compares a shape-derived value with the constant {bad[0]} in {_src(node)}: "
                               "special-casing shapes is not allowed (only 0, 1, -1, the index-width limits "
@@ -1194,6 +1230,9 @@ class _Host(_Function):
                     raise _Reject(f"triton.{node.attr} is not available in host code (only triton.cdiv and "
                                   "triton.next_power_of_2; kernels are decorated with triton.jit)", node)
                 raise _Reject(f"triton.{node.attr} used as a value in {self.fn.name}(): call it", node)
+            if v.id in m.cutlass or v.id in m.cute:
+                raise _Reject(f"{_dotted(node)} in host code ({self.fn.name}()): cutlass and cute belong in "
+                              "@cute.jit / @cute.kernel functions; host code uses K.*", node)
             if v.id in m.tl:
                 if node.attr not in TL_HOST_ATTRS:
                     raise _Reject(f"{v.id}.{node.attr} in host code: tl.* belongs in kernels (host code may name "
@@ -1229,6 +1268,9 @@ class _Host(_Function):
                 return _Kind("O", True)
             if n in m.jit:
                 raise _Reject(f"kernel {n} called directly in {fn}(): launch it as {n}[grid](...)", node)
+            if n in m.cute_fns:
+                raise _Reject(f"CuTe function {n} called directly in {fn}(): host code runs a @cute.jit function with "
+                              f"the statement K.cute_launch({n}, ...)", node)
             if n in HOST_BUILTINS:
                 return self.builtin(node, n)
             if n in HOST_EXCEPTIONS:
@@ -1266,6 +1308,9 @@ class _Host(_Function):
                 raise _Reject(f"{alias}.{attr} is not part of the kernel API: {_api_rule(alias)}", node)
             if attr not in API_FUNCTIONS:
                 raise _Reject(f"{alias}.{attr} is a dtype, not a function", node)
+            if attr == "cute_launch":
+                raise _Reject(f"{alias}.cute_launch(...) used as a value in {self.fn.name}(): launch as a statement",
+                              node)
             kinds = self.call_args(node)
             if attr in ("empty", "empty_like"):
                 return _Kind("O", any(k.taint for k in kinds))
@@ -1274,6 +1319,9 @@ class _Host(_Function):
             if attr not in TRITON_HOST_CALLS:
                 raise _Reject(f"host code calls triton.{attr}: only triton.cdiv and triton.next_power_of_2", node)
             return self._size_fn(node, f"triton.{attr}")
+        if alias in m.cutlass or alias in m.cute:
+            raise _Reject(f"host code calls {alias}.{attr}: cutlass and cute belong in @cute.jit / @cute.kernel "
+                          "functions; host code runs them with K.cute_launch", node)
         raise _Reject(f"host code calls {alias}.{attr}: tl.* belongs in kernels", node)
 
     def _size_fn(self, node: ast.Call, name: str) -> _Kind:
@@ -1321,7 +1369,7 @@ class _Host(_Function):
                 if k.cat not in ("S", "B") and not (len(node.args) == 1 and k.cat == "T"):
                     raise _Reject(self._compute_reason(a, f"{n}()"), node)
             taint = any(k.taint for k in kinds)
-            mixed = any(k.mixed for k in kinds) or (taint and bool(self._bad_constants(node)))
+            mixed = any(k.mixed for k in kinds) or (taint and bool(_bad_constants(node, self.consts)))
             return _Kind("S", taint, mixed)
         k = self.scalar(node.args[0], f"{n}()")  # float, bool, abs
         return _Kind("S", k.taint, k.mixed)
@@ -1389,6 +1437,8 @@ def check_source(source: str) -> StaticResult:
             if isinstance(stmt, ast.FunctionDef):
                 if stmt.name in mod.jit:
                     _Kernel(mod, stmt).check()
+                elif stmt.name in mod.cute_fns:
+                    static_cute.CuteFunction(mod, stmt).check()
                 else:
                     hosts.append(_Host(mod, stmt))
                     hosts[-1].signature()
@@ -1410,3 +1460,7 @@ def check_source(source: str) -> StaticResult:
     except RecursionError:
         return StaticResult(False, "source nested too deeply to check", 0)
     return StaticResult(True)
+
+
+# the CuTe DSL rules build on the helpers above, so they are imported after them (static_cute imports this module)
+from rsi.harness import static_cute

@@ -21,7 +21,7 @@ from rsi.harness.judge import JudgeOptions
 from rsi.refs import get_op_group, reference_source_sha256
 from rsi.search import promote
 from rsi.search.display import SearchDisplay, approximate_label
-from rsi.search.propose import OfflineProposer, Proposer, objective_of
+from rsi.search.propose import Proposer, objective_of, offline_proposer, runnable
 from rsi.search.workers import WorkerError, make_pool
 from rsi.spaces import load_space
 from rsi.store import Store
@@ -53,14 +53,17 @@ class SearchOptions:
     explicit: tuple[str, ...] = ()  # options the user gave on this command line (a resume takes them)
     workers: int = 1                # judges in parallel (rsi.search.workers): local processes, or Ray actors
     ray_address: str | None = None  # auto | HOST:PORT | local (a cluster started for this search)
+    template: str | None = None     # search only this template of the op group's space (rsi search --template)
 
 
-def make_proposer(opts: SearchOptions, store: Store, run_id: str, space) -> Proposer:
+def make_proposer(opts: SearchOptions, store: Store, run_id: str, spaces: list) -> Proposer:
+    """``spaces``: the templates that can run here (rsi.search.propose.runnable), the space's main one first where
+    it can; the LLM proposers start from the first."""
     if opts.proposer == "offline":
-        return OfflineProposer(space, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed)
+        return offline_proposer(spaces, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed)
     from rsi.search import llm_proposers
 
-    return llm_proposers.make(opts, store, run_id, space)
+    return llm_proposers.make(opts, store, run_id, spaces[0])
 
 
 def _incumbent(opts: SearchOptions):
@@ -108,9 +111,24 @@ def _resume_options(store: Store, run_id: str, saved: SearchOptions, given: Sear
     return opts
 
 
+def _searchable(space, opts: SearchOptions) -> tuple[list, list[str]]:
+    """The templates to search (``--template``'s alone, else every one that can run here) and the notes of those
+    skipped (CuTe DSL templates without the GPU or the [cute] extra)."""
+    try:
+        space = space.select(opts.template) if opts.template else space
+    except ValueError as e:
+        raise SearchError(str(e)) from None
+    spaces, skipped = runnable(space, opts.backend)
+    if not spaces:
+        raise SearchError(f"nothing to search for {opts.op}: " + "; ".join(skipped))
+    return spaces, skipped
+
+
 def run_search(opts: SearchOptions) -> dict[str, Any]:
     op = get_op_group(opts.op)
     space = load_space(opts.op)
+    if not opts.resume:
+        spaces, skipped = _searchable(space, opts)   # before a run is recorded
     store = Store(Path(opts.root) / opts.db if not Path(opts.db).is_absolute() else opts.db, opts.root)
     env = envmod.capture()
     if opts.resume:
@@ -126,6 +144,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                               f"process first, or wait for it to finish, then --resume {run.id}")
         saved = SearchOptions(**{**asdict(opts), **run.args, "resume": opts.resume, "quiet": opts.quiet})
         opts = _resume_options(store, run.id, saved, opts)
+        spaces, skipped = _searchable(space, opts)   # the resumed run's template, on this backend
         run_id = run.id
         store.mark_running(run_id)
     else:
@@ -134,11 +153,13 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     done = store.evaluations(run_id)
     seq = len(done)
     incumbent = _incumbent(opts)
-    proposer = make_proposer(opts, store, run_id, space)
+    proposer = make_proposer(opts, store, run_id, spaces)
     display = SearchDisplay(opts, run_id, space.buckets, quiet=opts.quiet,
                             incumbents=tuple(b.name for b in op.baselines))
     for e in done:
         display.add(e["seq"], e["verdict"], store.load_candidate(e["candidate"]), resumed=True)
+    for note in skipped:
+        display.note(note)
     started = time.monotonic()
     promoted: list[dict[str, Any]] = []
     status = "finished"
@@ -202,7 +223,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                         display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
                                      dec.reason())
                         if dec.promote:
-                            incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env)
+                            incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env,
+                                                 template=proposal.meta.get("template"))
                             promoted.append({"candidate": cand.hash, "path": str(incumbent.path)})
                 for n in pool.notes():
                     display.note(n)
@@ -214,6 +236,8 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     finally:
         pool.close()
     summary = summarize(store, run_id, opts, promoted)
+    if skipped:
+        summary["skipped_templates"] = skipped
     if hasattr(proposer, "summary"):  # LLM proposers: spending, stop reason, which origin won
         summary["proposer"] = proposer.summary()
     store.finish_run(run_id, status, summary)
@@ -232,11 +256,13 @@ def promotion_decision(opts: SearchOptions, space, cand, verdict: dict, incumben
                           tuple(b.name for b in get_op_group(space.op).baselines))
 
 
-def _promote(store, opts, run_id, op, space, cand, verdict, dec, env):
+def _promote(store, opts, run_id, op, space, cand, verdict, dec, env, template: str | None = None):
+    """``template``: the one the candidate came from (a mixed space's proposal says; default the space's)."""
+    template = template or space.template
     record = promote.build_record(cand=cand, op_group=op, verdict=verdict, decision=dec, env=env, space=space,
                                   run_id=run_id, reference_sha=reference_source_sha256(opts.op), proxy=opts.proxy,
-                                  seed=opts.seed, proposer=opts.proposer)
-    path = write_record(opts.root, cand, space.template, record)
+                                  seed=opts.seed, proposer=opts.proposer, template=template)
+    path = write_record(opts.root, cand, template, record)
     locked = not opts.proxy
     if locked:
         lock_kernel(opts.root, opts.target, opts.op, path)

@@ -173,7 +173,8 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
 
 
 def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict, space, run_id: str,
-                 reference_sha: str, proxy: bool, seed: int, proposer: str) -> dict[str, Any]:
+                 reference_sha: str, proxy: bool, seed: int, proposer: str,
+                 template: str | None = None) -> dict[str, Any]:
     from rsi.contract import sha256_text
     from rsi.verified import SCHEMA, now
 
@@ -193,6 +194,9 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
     return {
         "schema": SCHEMA, "op": cand.op, "candidate_hash": cand.hash, "source_sha256": sha256_text(cand.source),
         "config": dict(cand.config), "proxy": proxy,
+        # triton | cute (the judge's static reading of the source) and, for CuTe DSL, the nvidia-cutlass-dsl version
+        "kernel_language": verdict["details"].get("kernel_language", "triton"),
+        **({"cutlass_dsl": verdict["details"]["cutlass_dsl"]} if "cutlass_dsl" in verdict["details"] else {}),
         "reference": {"module": f"rsi.refs.{cand.op}:reference", "source_sha256": reference_sha},
         "tolerance": verdict["tolerance"],
         "correctness": verdict["details"].get("correctness", {}),
@@ -207,7 +211,8 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
                       "parity_min": PARITY_MIN, "aa_band": dict(decision.aa_band)},
         # per bucket, every declared incumbent: timed (with its check's errors) or dropped with the reason
         "incumbents": verdict["details"].get("incumbents", {}),
-        "search": {"space": f"{space.op}.toml@{space.sha256[:12]}", "run_id": run_id, "seed": seed,
-                   "parent": cand.parent, "proposer": proposer},
+        # template: the one of the space the candidate came from (a space may declare several, rsi.spaces)
+        "search": {"space": f"{space.op}.toml@{space.sha256[:12]}", **({"template": template} if template else {}),
+                   "run_id": run_id, "seed": seed, "parent": cand.parent, "proposer": proposer},
         "verified_at": now(), "verified_by": "rsi search",
     }

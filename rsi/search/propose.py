@@ -1,5 +1,8 @@
 """Proposers: where candidates come from. The offline proposer (default, no network) searches the op group's
-parametric Triton template with Optuna TPE; its study lives in the run's SQLite database, so it resumes.
+parametric Triton template with Optuna TPE; its study lives in the run's SQLite database, so it resumes. Where the
+space declares more templates (``rsi.spaces``, e.g. a CuTe DSL one), :func:`offline_proposer` takes turns between one
+such study per template that can run here; the others are skipped with a note (:func:`runnable`), never proposed,
+so they count neither as candidates nor as rejections.
 
 Every proposer implements ``propose() -> Proposal | None`` (None: nothing left to try) and
 ``feedback(proposal, verdict, objective)``. Proposals are judged by the harness like any other candidate.
@@ -104,6 +107,63 @@ class OfflineProposer:
             self.study.tell(proposal.handle, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(proposal.handle, objective)
+
+
+class MixedProposer:
+    """Turns between the offline proposers of one op group's templates (each its own Optuna study); a proposal
+    names its template in ``meta``, so feedback reaches the study that made it."""
+
+    name = "offline"
+
+    def __init__(self, proposers: list[OfflineProposer]):
+        self.by_template = {p.space.template: p for p in proposers}
+        self.turns = list(self.by_template)
+        self.turn = 0
+        self.done: set[str] = set()
+
+    def propose(self) -> Proposal | None:
+        while len(self.done) < len(self.turns):
+            template = self.turns[self.turn % len(self.turns)]
+            self.turn += 1
+            if template in self.done:
+                continue
+            proposal = self.by_template[template].propose()
+            if proposal is None:
+                self.done.add(template)
+                continue
+            proposal.meta["template"] = template
+            return proposal
+        return None
+
+    def withdraw(self, proposal: Proposal) -> None:
+        self.by_template[proposal.meta["template"]].withdraw(proposal)
+
+    def feedback(self, proposal: Proposal, verdict: dict, objective: float | None) -> None:
+        self.by_template[proposal.meta["template"]].feedback(proposal, verdict, objective)
+
+
+def runnable(space: Space, backend: str) -> tuple[list[Space], list[str]]:
+    """The space's templates whose candidates can run on ``backend`` (each without alternatives), and a note for
+    each one skipped: CuTe DSL templates need the GPU and the ``[cute]`` extra (rsi.kernel.cute_unavailable)."""
+    from rsi.harness.static_cute import kernel_language
+    from rsi.kernel import cute_unavailable
+
+    keep, notes = [], []
+    for template in space.templates:
+        why = cute_unavailable(backend) if kernel_language(template_source(template)) == "cute" else ""
+        if why:
+            notes.append(f"template {template} (CuTe DSL) skipped: {why}")
+        else:
+            keep.append(space.select(template))
+    return keep, notes
+
+
+def offline_proposer(spaces: list[Space], storage_url: str, study_name: str, seed: int = 0):
+    """One OfflineProposer for a single template (the study keeps its name, so older runs resume), else their
+    MixedProposer (the first template's study named ``study_name``, the others ``study_name:<template>``)."""
+    proposers = [OfflineProposer(s, storage_url, study_name if i == 0 else f"{study_name}:{s.template}", seed=seed)
+                 for i, s in enumerate(spaces)]
+    return proposers[0] if len(proposers) == 1 else MixedProposer(proposers)
 
 
 def objective_of(verdict: dict, backend: str, incumbents: tuple[str, ...] = ()) -> float | None:

@@ -1,0 +1,566 @@
+"""Static rules of the second kernel language, CuTe DSL (``nvidia-cutlass-dsl``; docs/cute.md), applied by
+``rsi.harness.static``. An allow-list like the Triton rules: anything not listed here is rejected.
+
+A CuTe candidate is a module like a Triton one (docstring, imports, constants, def statements, a host ``launch``)
+that imports ``cutlass`` and ``cutlass.cute`` (``import cutlass``, ``import cutlass.cute as cute``, ``from cutlass
+import cute``, any alias) instead of triton: a module uses one kernel language. CuTe reads annotations when it
+compiles (``cutlass.Constexpr``), so a CuTe module has no ``from __future__ import annotations``.
+
+C1. CuTe functions are decorated exactly ``@cute.kernel`` (device code, launched) or ``@cute.jit`` (host-side JIT
+    code that launches kernels, or a device helper called from a kernel): bare, the only decorator. Plain
+    parameters with constant defaults; annotations absent, ``cutlass.Constexpr``, or a type of ``CUTE_TYPES`` on
+    cute / ``DTYPES`` on cute or cutlass (``cute.Tensor``, ``cutlass.Float32``); no return annotation.
+C2. Bodies are traced as Python when K compiles them, inside the producer. Statements as in a Triton kernel (assign,
+    augmented assign, if, for, while, return, break, continue, pass, calls) plus element stores ``t[i] = v``;
+    names: parameters, locals, module constants, the module's CuTe functions, the builtins ``KERNEL_BUILTINS``.
+    Attributes: ``cute.<CUTE_NAMES>``, ``cute.arch.<CUTE_ARCH>``, ``cute.math.<CUTE_MATH>``,
+    ``cute.nvgpu.CopyUniversalOp``, ``cute.ReductionOp.<op>``, ``cutlass.<CUTLASS_NAMES>``,
+    ``cutlass.utils.SmemAllocator``, and on values only ``CUTE_MEMBERS``. Nothing starting with ``_``, nothing whose
+    name holds asm, timer, clock, ptx, mlir, llvm, nvvm, print, extern, ffi or compile: no inline PTX, clocks, IR
+    escape hatches or device printf, and no ``cute.compile`` (``K.cute_launch`` compiles). Calls: the functions
+    above, methods of ``CUTE_MEMBERS``, the module's ``@cute.jit`` functions; a ``@cute.kernel`` only as the
+    statement ``kern(...).launch(grid=..., block=..., stream=...)`` in a ``@cute.jit`` function.
+C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement ``K.cute_launch(fn, *args, **consts)``,
+    which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, the parameter after the
+    positional arguments takes the stream (unannotated), and every later parameter is ``cutlass.Constexpr``, bound by
+    keyword to a constant or the config, never to a value derived from the inputs.
+C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K compiles for static shapes, so the
+    shapes are known when a body is traced. Values derived from tensor metadata are tainted: ``.shape``,
+    ``.layout``, ``.stride``, ``.numel`` and the functions ``CUTE_METADATA`` of anything, ``cute.arch.grid_dim()``,
+    parameters not annotated ``cute.Tensor`` / ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed
+    from tainted values (an element or a load takes the taint of its tensor, not of the index). A comparison, a
+    truth test, ``cute.elem_less`` or a min / max involving a tainted value may involve no constant but 0, 1, -1 and
+    the index-width limits, and no tainted value into which another constant was folded by arithmetic; tensor data
+    (loads, elements of untainted tensors) is not metadata. A tainted value may not be passed to a ``cute.Tensor``,
+    ``cute.TensorSSA`` or ``cutlass.Constexpr`` parameter of another CuTe function (it would shed its taint there).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from rsi.harness.static import (
+    KERNEL_BUILTINS,
+    _bad_constants,
+    _chain,
+    _check_attr_name,
+    _dotted,
+    _expression_reason,
+    _Function,
+    _is_const,
+    _Kind,
+    _params,
+    _Reject,
+    _src,
+    _statement_reason,
+)
+
+MODULES = ("cutlass", "cutlass.cute")
+DECORATORS = ("kernel", "jit")
+DTYPES = frozenset({"Float32", "BFloat16", "Float16", "Float64", "Int8", "Int16", "Int32", "Int64", "Uint8",
+                    "Uint16", "Uint32", "Uint64", "Boolean", "Float8E4M3FN", "Float8E5M2"})
+CUTE_TYPES = frozenset({"Tensor", "TensorSSA", "Layout", "Shape", "Coord", "Stride", "IntTuple", "Tile", "Tiler"})
+UNTAINTED_TYPES = frozenset({"Tensor", "TensorSSA"})   # with cutlass.Constexpr: parameters that carry no metadata
+# cute.<name> a body may use: layout algebra, register tensors, copies, selection, math on tensors, types
+CUTE_NAMES = frozenset({
+    "make_layout", "make_ordered_layout", "make_layout_tv", "make_identity_layout", "make_identity_tensor",
+    "zipped_divide", "logical_divide", "tiled_divide", "flat_divide", "local_tile", "local_partition", "composition",
+    "coalesce", "group_modes", "select", "slice_", "append", "prepend", "flatten", "size", "rank", "depth", "cosize",
+    "shape", "get", "product", "product_each", "ceil_div", "round_up", "elem_less", "crd2idx", "idx2crd",
+    "make_rmem_tensor", "make_rmem_tensor_like", "make_fragment_like", "full", "full_like", "zeros_like",
+    "ones_like", "where", "any_", "all_", "make_copy_atom", "make_tiled_copy_tv", "copy", "autovec_copy",
+    "basic_copy", "basic_copy_if", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "abs",
+    "max", "min", "fma", "floor", "ceil",
+}) | CUTE_TYPES | DTYPES
+CUTE_ARCH = frozenset({"thread_idx", "block_idx", "block_dim", "grid_dim", "lane_idx", "warp_idx", "sync_threads",
+                       "sync_warp", "barrier", "shuffle_sync", "shuffle_sync_bfly", "shuffle_sync_down",
+                       "shuffle_sync_up", "warp_reduction", "warp_reduction_sum", "warp_reduction_max", "fmax",
+                       "fmin", "rcp_approx", "WARP_SIZE"})
+CUTE_MATH = frozenset({
+    "abs", "absf", "absi", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
+    "clamp", "copysign", "cos", "cosh", "div", "erf", "erfc", "exp", "exp2", "expm1", "floor", "fma", "fpowi",
+    "ipowi", "isfinite", "isinf", "isnan", "isnormal", "log", "log10", "log1p", "log2", "max", "min", "mul", "neg",
+    "pow", "rcp", "rem", "round", "roundeven", "rsqrt", "sin", "sincos", "sinh", "sqrt", "sub", "tan", "tanh",
+    "trunc",
+})
+CUTE_CHAINS = {("nvgpu",): frozenset({"CopyUniversalOp"}), ("ReductionOp",): frozenset({"ADD", "MUL", "MIN", "MAX"}),
+               ("arch",): CUTE_ARCH, ("math",): CUTE_MATH}
+CUTLASS_NAMES = frozenset({"Constexpr", "range", "range_constexpr", "range_dynamic", "const_expr", "dynamic_expr",
+                           "min", "max", "full", "full_like", "select_", "and_", "or_", "not_", "any_",
+                           "all_"}) | DTYPES
+CUTLASS_CHAINS = {("utils",): frozenset({"SmemAllocator"})}
+# attributes on CuTe values: tensors, register fragments, TensorSSA values, tiled copies, the shared-memory allocator
+CUTE_MEMBERS = frozenset({"load", "store", "fill", "to", "shape", "layout", "stride", "element_type", "dtype",
+                          "reduce", "reshape", "broadcast_to", "numel", "get_slice", "partition_S", "partition_D",
+                          "retile", "allocate_tensor", "allocate_array", "width"})
+METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel"})
+# functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
+CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
+COMPARES = frozenset({"elem_less"})
+SELECTS = frozenset({"min", "max", "clamp", "fmax", "fmin"})
+LAUNCH_KEYWORDS = frozenset({"grid", "block", "stream", "smem"})
+_ESCAPES = ("ptx", "mlir", "llvm", "nvvm", "print", "extern", "ffi", "compile")
+
+CUTE_RULE = ("or CuTe DSL (`import cutlass`, `import cutlass.cute as cute`; docs/cute.md): `@cute.kernel` device "
+             "functions launched as `kern(...).launch(grid=..., block=..., stream=stream)` from a `@cute.jit` function "
+             "that host code runs with the statement `K.cute_launch(fn, tensors..., NAME=config...)`, which calls "
+             "fn(tensors..., stream, NAME=...) with NAME parameters annotated cutlass.Constexpr; CuTe bodies use "
+             "cute.* layout algebra, cute.arch thread/block/warp indices and shuffles, cute.math.*, cutlass dtypes, "
+             "cutlass.range / range_constexpr / const_expr and tensor methods (load, store, to, shape, ...); no "
+             "cute.compile, printf, inline PTX or clocks; shape-derived values are compared only with 0, 1, -1, the "
+             "index-width limits or the config")
+
+
+# --------------------------------------------------------------------------------------------- module level (C1)
+def is_cute_import(name: str) -> bool:
+    return name in MODULES
+
+
+def kernel_language(source: str) -> str:
+    """``cute`` for a module that imports cutlass, else ``triton`` (recorded in verdicts and records)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "triton"
+    for stmt in tree.body:
+        names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else \
+            [stmt.module or ""] if isinstance(stmt, ast.ImportFrom) else []
+        if any(n.split(".")[0] == "cutlass" for n in names):
+            return "cute"
+    return "triton"
+
+
+def _escape(attr: str, node: ast.AST) -> None:
+    _check_attr_name(attr, node)
+    low = attr.lower()
+    for word in _ESCAPES:
+        if word in low:
+            why = ("K.cute_launch compiles" if word == "compile" else
+                   "device printf is not allowed" if word == "print" else
+                   "IR-level escape hatches and external code are not allowed")
+            raise _Reject(f"{attr} ({_src(node)}) in a CuTe candidate: {why}", node)
+    if attr == "ir":
+        raise _Reject(f"{_src(node)}: IR-level escape hatches are not allowed", node)
+
+
+def _cute_chain(mod, node: ast.AST) -> list[str] | None:
+    """The attributes after ``cute`` of a cute.* chain (cutlass.cute.* too), None if node is not one."""
+    root, attrs = _chain(node)
+    if not isinstance(root, ast.Name):
+        return None
+    if root.id in mod.cute:
+        return attrs
+    if root.id in mod.cutlass and attrs[:1] == ["cute"]:
+        return attrs[1:]
+    return None
+
+
+def _cutlass_chain(mod, node: ast.AST) -> list[str] | None:
+    root, attrs = _chain(node)
+    if isinstance(root, ast.Name) and root.id in mod.cutlass and attrs[:1] != ["cute"]:
+        return attrs
+    return None
+
+
+def decorator(mod, fn: ast.FunctionDef) -> str | None:
+    """"kernel" or "jit" for a CuTe function, None for a function without a cute decorator (rule C1)."""
+    cute = [d for d in fn.decorator_list if _cute_chain(mod, d.func if isinstance(d, ast.Call) else d) is not None
+            or _cutlass_chain(mod, d.func if isinstance(d, ast.Call) else d) is not None]
+    if not cute:
+        return None
+    d = fn.decorator_list[0]
+    attrs = _cute_chain(mod, d)
+    if len(fn.decorator_list) > 1 or attrs is None or len(attrs) != 1 or attrs[0] not in DECORATORS:
+        raise _Reject(f"decorator {_dotted(cute[0])} on {fn.name}(): a CuTe function takes exactly one bare "
+                      "@cute.kernel or @cute.jit (no arguments, no other decorator)", cute[0])
+    return attrs[0]
+
+
+def annotation(mod, ann: ast.AST | None, where: str) -> str:
+    """"constexpr", "tensor" (cute.Tensor / cute.TensorSSA), "type" (another allowed type) or "" (none)."""
+    if ann is None:
+        return ""
+    attrs = _cute_chain(mod, ann)
+    if attrs is not None and len(attrs) == 1 and (attrs[0] in CUTE_TYPES or attrs[0] in DTYPES):
+        return "tensor" if attrs[0] in UNTAINTED_TYPES else "type"
+    attrs = _cutlass_chain(mod, ann)
+    if attrs == ["Constexpr"]:
+        return "constexpr"
+    if attrs is not None and len(attrs) == 1 and attrs[0] in DTYPES:
+        return "type"
+    raise _Reject(f"annotation {_src(ann)} in {where}: a CuTe parameter is annotated with cutlass.Constexpr, a cutlass "
+                  "dtype or cute." + "/cute.".join(sorted(CUTE_TYPES)) + " (evaluated at import time; no strings)", ann)
+
+
+# ----------------------------------------------------------------------------------------- CuTe bodies (C2, C4)
+_CLEAN = _Kind("S")
+
+
+class CuteFunction(_Function):
+    kind = "CuTe function"
+
+    def __init__(self, mod, fn: ast.FunctionDef):
+        super().__init__(mod, fn)
+        self.decor = mod.cute_fns[fn.name]
+        self.where = f"@cute.{self.decor} {fn.name}()"
+        self.consts = {k: v for k, v in mod.consts.items() if k not in self.params and k not in self.locals}
+        self.taint: dict[str, _Kind] = {}
+        self.changed = False
+
+    def check(self) -> None:
+        fn, a = self.fn, self.fn.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise _Reject(f"{self.where} takes *args, **kwargs, keyword-only or positional-only parameters: a CuTe "
+                          "function takes plain parameters", fn)
+        self.check_defaults()
+        if fn.returns is not None:
+            raise _Reject(f"return annotation of {self.where}: leave it out", fn.returns)
+        for p in _params(fn):
+            kind = annotation(self.mod, p.annotation, self.where)
+            self.taint[p.arg] = _CLEAN if kind in ("constexpr", "tensor") else _Kind("S", True)
+        for name in self.locals:
+            self.taint.setdefault(name, _CLEAN)
+        for _ in range(64):   # taint only grows: to the fixpoint, every pass checks every rule
+            self.changed = False
+            self.body(fn.body)
+            if not self.changed:
+                return
+        raise _Reject(f"{self.where} too intricate to check (taints did not settle)", fn)
+
+    def bind(self, name: str, k: _Kind) -> None:
+        old = self.taint.get(name, _CLEAN)
+        new = _Kind("S", old.taint or k.taint, old.mixed or k.mixed)
+        if new != old:
+            self.taint[name] = new
+            self.changed = True
+
+    # ---- statements
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for i, s in enumerate(stmts):
+            self.stmt(s, docstring=i == 0 and stmts is self.fn.body)
+
+    def stmt(self, s: ast.stmt, docstring: bool = False) -> None:
+        if isinstance(s, ast.Assign):
+            k = self.expr(s.value)
+            for t in s.targets:
+                self.target(t, k)
+        elif isinstance(s, ast.AugAssign):
+            if not isinstance(s.target, ast.Name):
+                raise _Reject(f"augmented assignment to {_src(s.target)} in {self.where}: only to names", s)
+            self.bind(s.target.id, self.binop(s, s.target, s.op, s.value))
+        elif isinstance(s, (ast.If, ast.While)):
+            self.test(s.test)
+            self.body(s.body)
+            if isinstance(s, ast.While) and s.orelse:
+                raise _Reject(f"while ... else in {self.where}", s)
+            self.body(s.orelse)
+        elif isinstance(s, ast.For):
+            if s.orelse:
+                raise _Reject(f"for ... else in {self.where}", s)
+            self.target(s.target, self.expr(s.iter))
+            self.body(s.body)
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                self.expr(s.value)
+        elif isinstance(s, ast.Expr):
+            v = s.value
+            if docstring and isinstance(v, ast.Constant) and isinstance(v.value, str):
+                return
+            if not isinstance(v, ast.Call):
+                raise _Reject(f"expression statement {_src(v)} in {self.where}: only calls", s)
+            if isinstance(v.func, ast.Attribute) and v.func.attr == "launch":
+                self.launch(v)
+            else:
+                self.expr(v)
+        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
+            return
+        elif isinstance(s, ast.Assert):
+            raise _Reject(f"assert in {self.where}: raise ValueError in host code instead", s)
+        elif isinstance(s, ast.AnnAssign):
+            raise _Reject(f"annotated assignment in {self.where}: the annotation is evaluated; write NAME = value", s)
+        else:
+            raise _Reject(_statement_reason(s, self.where), s)
+
+    def target(self, t: ast.AST, k: _Kind) -> None:
+        if isinstance(t, ast.Name):
+            self.bind(t.id, k)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                if isinstance(e, ast.Starred):
+                    raise _Reject(f"starred assignment target in {self.where}", e)
+                self.target(e, k)
+        elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and (
+                t.value.id in self.params or t.value.id in self.locals):
+            self.expr(t.slice)   # an element store into a tensor: t[i] = v
+        else:
+            raise _Reject(f"assignment to {_src(t)} in {self.where}: only names, tuples of names and elements of "
+                          "tensors (t[i] = v) may be assigned", t)
+
+    def launch(self, call: ast.Call) -> None:
+        """kern(...).launch(grid=..., block=..., stream=...): a module @cute.kernel, launched from @cute.jit code."""
+        inner = call.func.value
+        name = inner.func.id if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) else None
+        if name is None or self.mod.cute_fns.get(name) != "kernel" or name in self.params or name in self.locals:
+            raise _Reject(f"{_src(call.func)}(...) in {self.where}: only a @cute.kernel of this module is launched, "
+                          "as kern(...).launch(grid=..., block=..., stream=...)", call)
+        if self.decor != "jit":
+            raise _Reject(f"{self.where} launches {name}: kernels are launched from @cute.jit functions", call)
+        self.call_args(inner, self.mod.cute_defs[name])
+        if call.args:
+            raise _Reject(f"{name}(...).launch takes keyword arguments only ({', '.join(sorted(LAUNCH_KEYWORDS))})",
+                          call)
+        for kw in call.keywords:
+            if kw.arg not in LAUNCH_KEYWORDS:
+                raise _Reject(f"{name}(...).launch({kw.arg or '**'}=...) in {self.where}: only "
+                              f"{', '.join(sorted(LAUNCH_KEYWORDS))} (no clusters, cooperative or programmatic "
+                              "launches)", kw.value)
+            self.expr(kw.value)
+
+    # ---- expressions: the taint of each value (S kind; taint: metadata-derived; mixed: a constant folded in)
+    def test(self, node: ast.AST) -> _Kind:
+        k = self.expr(node)
+        if not isinstance(node, (ast.Compare, ast.BoolOp)) and k.mixed:
+            raise _Reject(self._mixed_reason(node, node), node)
+        return k
+
+    def expr(self, node: ast.AST) -> _Kind:
+        if isinstance(node, ast.Constant):
+            if node.value is None or node.value is Ellipsis or type(node.value) in (int, float, str, bool):
+                return _CLEAN
+            raise _Reject(f"constant {node.value!r} of type {type(node.value).__name__} in {self.where}", node)
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node, node.left, node.op, node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self.test(node.operand) if isinstance(node.op, ast.Not) else self.expr(node.operand)
+        if isinstance(node, ast.BoolOp):
+            return self.join(self.test(v) for v in node.values)
+        if isinstance(node, ast.Compare):
+            return self.compare(node, [node.left, *node.comparators])
+        if isinstance(node, ast.IfExp):
+            self.test(node.test)
+            return self.join((self.expr(node.body), self.expr(node.orelse)))
+        if isinstance(node, (ast.Tuple, ast.List)):
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    raise _Reject(f"starred expression in {self.where}", e)
+            return self.join(self.expr(e) for e in node.elts)
+        if isinstance(node, ast.Subscript):
+            k = self.expr(node.value)
+            self.expr(node.slice)   # an element takes the taint of its tensor, not of the index
+            return k
+        if isinstance(node, ast.Slice):
+            return self.join(self.expr(x) for x in (node.lower, node.upper, node.step) if x is not None)
+        raise _Reject(_expression_reason(node, self.where), node)
+
+    @staticmethod
+    def join(kinds) -> _Kind:
+        k = _CLEAN
+        for x in kinds:
+            k = _Kind("S", k.taint or x.taint, k.mixed or x.mixed)
+        return k
+
+    def name(self, node: ast.Name) -> _Kind:
+        n, m = node.id, self.mod
+        if n in self.taint:
+            return self.taint[n]
+        if n in m.consts:
+            return _CLEAN
+        if n in m.cute_fns:
+            raise _Reject(f"CuTe function {n} used as a value in {self.where}: call it (a @cute.kernel: "
+                          f"{n}(...).launch(...))", node)
+        if n in m.aliases:
+            raise _Reject(f"module alias {n} used as a value in {self.where}: use its allowed attributes", node)
+        if n in KERNEL_BUILTINS:
+            raise _Reject(f"builtin {n} used as a value in {self.where}: call it", node)
+        raise _Reject(f"name {n!r} is not allowed in {self.where}: a CuTe function may use its parameters and "
+                      "locals, module constants, the module's CuTe functions, cute.* / cutlass.* and the builtins "
+                      f"{', '.join(sorted(KERNEL_BUILTINS))}", node)
+
+    def module_attr(self, node: ast.AST) -> str | None:
+        """The leaf name of an allowed cute.* / cutlass.* chain; None where node is not rooted at those aliases."""
+        for attrs, names, chains, mod in ((_cute_chain(self.mod, node), CUTE_NAMES, CUTE_CHAINS, "cute"),
+                                          (_cutlass_chain(self.mod, node), CUTLASS_NAMES, CUTLASS_CHAINS, "cutlass")):
+            if attrs is None:
+                continue
+            for a in attrs:
+                _escape(a, node)
+            if len(attrs) == 1 and attrs[0] in names:
+                return attrs[0]
+            if len(attrs) == 2 and attrs[1] in chains.get((attrs[0],), ()):
+                return attrs[1]
+            allowed = [f"{mod}.{{{', '.join(sorted(names))}}}"] + [f"{mod}.{p[0]}.{{{', '.join(sorted(v))}}}"
+                                                                   for p, v in chains.items()]
+            raise _Reject(f"{_dotted(node)} is not allowed in {self.where}: CuTe bodies may use "
+                          + "; ".join(allowed), node)
+        return None
+
+    def attribute(self, node: ast.Attribute) -> _Kind:
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            raise _Reject(f"assigns attribute {_dotted(node)}: patching objects is not allowed", node)
+        if self.module_attr(node) is not None:
+            return _CLEAN
+        root, attrs = _chain(node)
+        if isinstance(root, ast.Name) and root.id in self.mod.api:
+            raise _Reject(f"{_dotted(node)} in {self.where}: the kernel API (rsi.kernel) is for host code", node)
+        for a in attrs:
+            _escape(a, node)
+            if a not in CUTE_MEMBERS:
+                raise _Reject(f"attribute .{a} ({_src(node)}) is not allowed in {self.where}: CuTe values offer "
+                              f"{', '.join(sorted(CUTE_MEMBERS))}", node)
+        k = self.expr(node.value)
+        return _Kind("S", True, k.mixed) if node.attr in METADATA_MEMBERS else k
+
+    def call(self, node: ast.Call) -> _Kind:
+        f, m = node.func, self.mod
+        if isinstance(f, ast.Name):
+            n = f.id
+            if n in self.taint or n in m.consts:
+                raise _Reject(f"{self.where} calls {n}, a parameter, local or constant: a CuTe function calls "
+                              "cute.* / cutlass.* functions, the module's @cute.jit functions and builtins", node)
+            if m.cute_fns.get(n) == "jit":
+                return self.call_args(node, m.cute_defs[n])
+            if m.cute_fns.get(n) == "kernel":
+                raise _Reject(f"kernel {n} called in {self.where}: launch it as {n}(...).launch(grid=..., "
+                              "block=..., stream=stream) from a @cute.jit function", node)
+            if n not in KERNEL_BUILTINS:
+                self.name(f)   # the reason for a name that is not allowed at all
+            return self.select(node, n, self.args(node))
+        if not isinstance(f, ast.Attribute):
+            raise _Reject(f"{self.where} calls the result of {_src(f)}: call functions and methods by name", node)
+        leaf = self.module_attr(f)
+        if leaf is not None:
+            kinds = self.args(node)
+            if leaf in CUTE_METADATA:   # metadata of whatever it is given (cute.size(t), cute.arch.grid_dim())
+                return _Kind("S", leaf == "grid_dim" or not all(_is_const(a, self.consts) for a in node.args),
+                             any(k.mixed for k in kinds))
+            if leaf in COMPARES:
+                return self.compare(node, node.args)
+            return self.select(node, leaf, kinds)
+        if f.attr == "launch":
+            raise _Reject(f"{_src(f)}(...) used as a value in {self.where}: launch kernels as statements", node)
+        k = self.attribute(f)
+        return self.join((k, *self.args(node)))
+
+    def args(self, node: ast.Call) -> list[_Kind]:
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise _Reject(f"*{_src(a.value)} in a call in {self.where}", a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise _Reject(f"**{_src(kw.value)} in a call in {self.where}", kw.value)
+        return [self.expr(a) for a in node.args] + [self.expr(kw.value) for kw in node.keywords]
+
+    def call_args(self, node: ast.Call, callee: ast.FunctionDef) -> _Kind:
+        """A call of a module CuTe function: a tainted argument may not reach an untainted parameter (C4)."""
+        kinds = self.args(node)
+        params = _params(callee)
+        if len(node.args) > len(params):
+            raise _Reject(f"{self.where} passes {len(node.args)} arguments to {callee.name}(), which takes "
+                          f"{len(params)}", node)
+        bound = [*zip(params, node.args), *((next((p for p in params if p.arg == kw.arg), None), kw.value)
+                                            for kw in node.keywords)]
+        for p, a in bound:
+            if p is None:
+                raise _Reject(f"{self.where} passes a keyword {callee.name}() does not take", a)
+            if annotation(self.mod, p.annotation, callee.name) in ("constexpr", "tensor") and self.expr(a).taint:
+                raise _Reject(f"{self.where} passes {_src(a)}, derived from tensor metadata, to the "
+                              f"{_src(p.annotation)} parameter {p.arg} of {callee.name}(): shapes may not shed their "
+                              "taint (pass them to an unannotated parameter)", a)
+        return self.join(kinds)
+
+    def select(self, node: ast.Call, name: str, kinds: list[_Kind]) -> _Kind:
+        """A builtin or a cute/cutlass function; min / max / clamp of a tainted value and a constant is mixed."""
+        k = self.join(kinds)
+        if name in SELECTS and k.taint and any(_bad_constants(a, self.consts) for a in node.args):
+            return _Kind("S", True, True)
+        return k
+
+    def binop(self, node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST) -> _Kind:
+        lk, rk = self.expr(left), self.expr(right)
+        taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
+        if taint and not isinstance(op, ast.Mult):   # as in host code (rsi.harness.static rule 4)
+            for side in (left, right):
+                bad = _bad_constants(side, self.consts)
+                if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):
+                    mixed = True
+        return _Kind("S", taint, mixed)
+
+    def compare(self, node: ast.AST, parts: list[ast.AST]) -> _Kind:
+        kinds = [self.expr(p) for p in parts]
+        if any(k.taint for k in kinds):
+            for part, k in zip(parts, kinds):
+                if k.mixed:
+                    raise _Reject(self._mixed_reason(node, part), node)
+                bad = _bad_constants(part, self.consts)
+                if bad:
+                    raise _Reject(f"compares a value derived from tensor metadata with the constant {bad[0]} in "
+                                  f"{_src(node)} ({self.where}): special-casing shapes is not allowed (only 0, 1, -1, "
+                                  "the index-width limits and the config may appear)", node)
+        return _Kind("S", any(k.taint for k in kinds))
+
+    def _mixed_reason(self, node: ast.AST, part: ast.AST) -> str:
+        return (f"compares {_src(part)}, a value computed from tensor metadata with a constant folded in, in "
+                f"{_src(node)} ({self.where}): special-casing shapes is not allowed")
+
+
+# ----------------------------------------------------------------------------------------------- host launch (C3)
+def is_host_launch(mod, call: ast.Call) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Attribute) and f.attr == "cute_launch" and isinstance(f.value, ast.Name)
+            and f.value.id in mod.api)
+
+
+def check_host_launch(host, call: ast.Call) -> None:
+    """``K.cute_launch(fn, *args, **consts)`` as a statement of host code (``host``: rsi.harness.static._Host)."""
+    m, where = host.mod, f"{host.fn.name}()"
+    first = call.args[0] if call.args else None
+    if not (isinstance(first, ast.Name) and first.id not in host.env and m.cute_fns.get(first.id) == "jit"):
+        raise _Reject(f"K.cute_launch in {where} launches a @cute.jit function of this module, named as its first "
+                      "argument: K.cute_launch(fn, tensors..., NAME=config...)", call)
+    fn = m.cute_defs[first.id]
+    params, args = _params(fn), call.args[1:]
+    if len(args) >= len(params):
+        raise _Reject(f"K.cute_launch({first.id}, ...) in {where}: {first.id}() takes the stream after its "
+                      f"{len(args)} positional arguments (a parameter of its own, unannotated)", call)
+    for p, a in zip(params, args):
+        if isinstance(a, ast.Starred):
+            raise _Reject(f"*{_src(a.value)} in K.cute_launch in {where}", a)
+        k, kind = host.expr(a), annotation(m, p.annotation, fn.name)
+        if kind == "tensor" and k.cat not in ("O", "B"):
+            raise _Reject(f"K.cute_launch passes {_src(a)}, not a tensor, to the {_src(p.annotation)} parameter "
+                          f"{p.arg} of {first.id}()", a)
+        if kind == "constexpr" and (k.taint or k.cat not in ("S", "B")):
+            raise _Reject(f"K.cute_launch passes {_src(a)} to the cutlass.Constexpr parameter {p.arg} of "
+                          f"{first.id}(): Constexpr parameters take constants and the config", a)
+    stream, rest = params[len(args)], params[len(args) + 1:]
+    if stream.annotation is not None:
+        raise _Reject(f"parameter {stream.arg} of {first.id}() takes the stream K.cute_launch passes after the "
+                      f"{len(args)} positional arguments: leave it unannotated", stream)
+    names = {p.arg for p in rest}
+    for p in rest:
+        if annotation(m, p.annotation, fn.name) != "constexpr":
+            raise _Reject(f"parameter {p.arg} of {first.id}() comes after the stream: K.cute_launch binds those by "
+                          "keyword, so they are annotated cutlass.Constexpr", p)
+    given = set()
+    for kw in call.keywords:
+        if kw.arg is None or kw.arg not in names:
+            raise _Reject(f"K.cute_launch({first.id}, ...) in {where}: keyword {kw.arg or '**'} is not one of the "
+                          f"cutlass.Constexpr parameters after the stream ({', '.join(sorted(names)) or 'none'})",
+                          kw.value)
+        k = host.expr(kw.value)
+        if k.taint or k.cat not in ("S", "B"):
+            raise _Reject(f"K.cute_launch({first.id}, ..., {kw.arg}={_src(kw.value)}) in {where}: a "
+                          "cutlass.Constexpr parameter takes a constant or the config, not a value derived from the "
+                          "inputs (their shapes reach the CuTe function as the tensors' static shapes)", kw.value)
+        given.add(kw.arg)
+    defaults = {p.arg for p, _ in zip(reversed(params), reversed(fn.args.defaults))}
+    missing = sorted(names - given - defaults)
+    if missing:
+        raise _Reject(f"K.cute_launch({first.id}, ...) in {where} leaves the cutlass.Constexpr parameters "
+                      f"{', '.join(missing)} unbound", call)

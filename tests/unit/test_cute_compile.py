@@ -1,0 +1,63 @@
+"""The CuTe DSL template compiles for Hopper (sm_90a) on a machine without a GPU, through K.cute_launch's argument
+binding (rsi.kernel._cute_args, _cute_bind): CuTe DSL traces and compiles to PTX on the CPU; only running needs the
+GPU. Checks what the template's docstring claims of the PTX: 16-byte accesses where rows and base are 16-byte
+aligned, narrower loads where they are not (the op group's layout 2), and MATH=1 compiling to the Triton template's
+ex2.approx and div.full. Runs in a fresh interpreter (CUTE_DSL_ARCH and the dump directory are read when cutlass is
+imported); skipped without the [cute] extra."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_COMPILE = r"""
+import collections, glob, importlib.util, json, os, re, sys
+import torch
+import cuda.bindings.driver as cuda
+from cutlass import cute
+from cutlass.cute.runtime import from_dlpack
+from rsi import kernel as K
+from rsi.spaces import load_space
+spec = importlib.util.spec_from_file_location("tpl_gelu_tanh_cute", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+space = load_space("gelu_tanh").select("gelu_tanh_cute")
+out = []
+# (rows, cols, row padding, storage offset): contiguous, and the op group's layout 2 (odd stride, odd offset)
+for (rows, cols, pad, off), math in (((126, 8192, 0, 0), 1), ((333, 1000, 3, 1), 0)):
+    cfg = {**space.heuristic(), "MATH": math, "VEC": 8}
+    base = torch.zeros(rows * (cols + pad) + off, dtype=torch.bfloat16)
+    x = base[off:].view(rows, cols + pad)[:, :cols]
+    y = torch.empty(rows, cols, dtype=torch.bfloat16)
+    key, positional = K._cute_args(m._gelu_host, (x, y), cfg, cuda.CUstream(0), from_dlpack)
+    compile_args, layout = K._cute_bind(m._gelu_host, positional, cfg)
+    for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
+        os.remove(f)
+    cute.compile(m._gelu_host, *compile_args)
+    ptx = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
+    ops = collections.Counter(re.findall(r"(?:ld|st)\.global[.a-z0-9]*|ex2[.a-z0-9]*|div\.[a-z0-9.]*", ptx))
+    out.append({"layout": [rows, cols, pad, off], "math": math, "ops": dict(ops), "call": list(layout)})
+print(json.dumps(out))
+"""
+
+
+def test_cute_template_compiles_for_sm90(tmp_path):
+    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
+           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "gelu_tanh_cute.py"
+    r = subprocess.run([sys.executable, "-c", _COMPILE, str(tpl)], capture_output=True, text=True, timeout=600,
+                       env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    aligned, odd = json.loads(r.stdout.strip().splitlines()[-1])
+    assert aligned["call"] == odd["call"] == [0, 1, 2]  # x, out, stream: the Constexpr config is compiled in
+    assert aligned["ops"].get("ld.global.v4.b32") and aligned["ops"].get("st.global.v4.b32")
+    assert not any(k.startswith("ld.global.b16") for k in aligned["ops"])
+    assert aligned["ops"].get("div.full.f32") and aligned["ops"].get("ex2.approx.ftz.f32")  # MATH=1: Triton's
+    assert odd["ops"].get("ld.global.b16") and not odd["ops"].get("ld.global.v4.b32")     # unaligned rows
+    assert odd["ops"].get("div.rn.f32") and not odd["ops"].get("div.full.f32")            # MATH=0: IEEE
