@@ -63,9 +63,9 @@ def bench(bucket: str, taus: tuple[float, ...], kernels, reps: int, dev: torch.d
     sink = ref.schedule(shape)[1]
     impls = {"cudnn": dense_fn, "cudnn_aa": dense_fn}
     for tau in taus:
-        impls[f"sol@{tau:g}"] = (lambda t: lambda q, k, v, cu: kernels.call_or(
-            "sol_attn", sol_flex_or_reference, q, k, v, cu, t, sink))(tau)
-        impls[f"sol_flex@{tau:g}"] = (lambda t: lambda q, k, v, cu: sol_flex(q, k, v, cu, t, sink))(tau)
+        impls[f"sol@{tau:g}"] = lambda q, k, v, cu, t=tau: kernels.call_or(
+            "sol_attn", sol_flex_or_reference, q, k, v, cu, t, sink)
+        impls[f"sol_flex@{tau:g}"] = lambda q, k, v, cu, t=tau: sol_flex(q, k, v, cu, t, sink)
     with torch.no_grad():
         samples = T.time_interleaved(impls, sets, warmup=3, reps=reps, sync_reps=0, device=dev)
         dense = dense_fn(*sets[0])

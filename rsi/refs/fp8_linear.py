@@ -69,7 +69,6 @@ unquantised weight is the comparison the runtime's fp8 path must beat, but not a
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import random
 
@@ -93,6 +92,7 @@ from rsi.refs.fp8_common import (
     dequantize_rows,
     e4m3,
     quantize_rows,
+    quantize_rows_compiled,
     quantize_weight,
     spread_exponents,
     weight_error,
@@ -157,13 +157,8 @@ def _incumbent(x, w8, w_scale):
     return scaled_mm(*quantize_rows(x), w8, w_scale)
 
 
-@functools.cache
-def _quantize_compiled():
-    return torch.compile(quantize_rows, dynamic=False)
-
-
 def _incumbent_compiled(x, w8, w_scale):
-    return scaled_mm(*_quantize_compiled()(x), w8, w_scale)
+    return scaled_mm(*quantize_rows_compiled()(x), w8, w_scale)
 
 
 BASELINES = (Baseline("scaled_mm", _incumbent), Baseline("scaled_mm_compiled", _incumbent_compiled))
