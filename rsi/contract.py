@@ -185,6 +185,10 @@ class Baseline:
     name: str
     fn: Callable[..., Any]
     prepare: Callable[..., tuple] | None = None
+    # the class this incumbent is vetted under when it is a legitimate implementation whose bytes differ from the
+    # reference's (swiglu_fp8's unfused path: ATen's fp32 silu against the reference's fp64 one); None: the op
+    # group's class. Either way a vetted incumbent is timed and binds promotion; its error is in the verdict.
+    tolerance: Any = None
 
     def args(self, inputs: Sequence[Any]) -> tuple:
         """fn's arguments for one set of the op group's inputs."""

@@ -2,7 +2,8 @@
 
 :func:`vet` runs every declared baseline on one input set (its ``prepare`` included) and compares its outputs with
 the reference under the class the candidate is judged by (``rsi.harness.check``: structure, then ``compare`` with
-the oracle and term scales a candidate gets). A baseline that raises (a backend that does not support these inputs,
+the oracle and term scales a candidate gets), or under the baseline's own ``tolerance`` where it declares one (an
+implementation the runtime really runs whose bytes legitimately differ; the report then names that class). A baseline that raises (a backend that does not support these inputs,
 cuDNN missing, out of memory) or fails the check is dropped from timing and reported with its reason; none is
 dropped silently. The judge vets once per shape and judge (``Judge.timing``) and records the report in every
 verdict's ``details["incumbents"]``; ``rsi bench`` vets before timing too. Pure torch: runs on the CPU in tests.
@@ -29,11 +30,13 @@ def vet(op: OpGroup, tol: ToleranceClass, inputs: tuple,
     if not op.baselines:
         return [], {}
     refs = check.as_tuple(op.reference(*inputs)) if refs is None else tuple(refs)
-    oracles = check.as_tuple(op.oracle(*inputs)) if check.needs_oracle(tol) else (None,) * len(refs)
+    classes = [b.tolerance or tol for b in op.baselines]
+    oracles = (check.as_tuple(op.oracle(*inputs)) if any(check.needs_oracle(t) for t in classes)
+               else (None,) * len(refs))
     scales = check.term_scales(op, inputs, len(refs))
     passed: list[Baseline] = []
     report: dict[str, dict[str, Any]] = {}
-    for b in op.baselines:
+    for b, btol in zip(op.baselines, classes):
         try:
             outs = check.as_tuple(b.fn(*b.args(inputs)))
         except Exception as e:  # noqa: BLE001 - an unsupported backend drops this baseline, with its reason
@@ -44,13 +47,14 @@ def vet(op: OpGroup, tol: ToleranceClass, inputs: tuple,
         for i, (o, r, q, sc) in enumerate(zip(outs, refs, oracles, scales)):
             if not ok:
                 break
-            ok, st, why = check.compare(o, r, q, tol, term_scale=sc)
+            ok, st, why = check.compare(o, r, q, btol, term_scale=sc)
             stats.append(st)
             why = f"{why} (output {i})" if why else ""
+        cls = {} if btol is tol else {"class": btol.describe()}
         if not ok:
-            report[b.name] = {"timed": False, "reason": f"fails the {tol.name} check: {why}",
-                              "error": check.worst(stats)}
+            report[b.name] = {"timed": False, "reason": f"fails the {btol.name} check: {why}",
+                              "error": check.worst(stats), **cls}
             continue
         passed.append(b)
-        report[b.name] = {"timed": True, "error": check.worst(stats)}
+        report[b.name] = {"timed": True, "error": check.worst(stats), **cls}
     return passed, report

@@ -29,8 +29,12 @@ Incumbent ``swiglu_then_quantize``: what the runtime runs where no fused kernel 
 reference; the runtime's verified swiglu kernel is bitwise equal to it) then the compiled per-row quantiser
 (``quantize_rows_compiled``). Without it the only timed competitors were eager and torch.compile of this module's
 fp64 reference, and H200 run 31 promoted a kernel 9.9x faster than that compile but 3.4x slower than the bf16
-swiglu kernel (704 against 208 us at the stage-1 shape), i.e. slower than the path it replaces. The incumbent is
-vetted per shape like any other (bitwise: it differs from silu_c only where F.silu's exp overflows).
+swiglu kernel (704 against 208 us at the stage-1 shape), i.e. slower than the path it replaces. Its bytes are not
+the reference's: on the CPU they differ only where F.silu's exp overflows, but on CUDA ATen's silu (fast expf) rounds
+differently from silu_c on some inputs, and H200 run 32 found 42,330 of 140M bytes one e4m3 step apart at the
+stage-1 shape, so under the bitwise class it was never timed. It is therefore vetted in its own approximate class
+(``UNFUSED_CLASS``: rel-L2 and the largest error against the reference within 1% and 15% of the largest value),
+timed, and binding, as the path the runtime would otherwise run.
 
 Bytes: read x (4RF), write h8 (RF) and h_scale (4R). FLOPs: swiglu's 5 per element plus a comparison and a
 division per element (7 R F).
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 import torch
 
-from rsi.contract import Baseline, Bitwise, OpGroup
+from rsi.contract import Approximate, Baseline, Bitwise, OpGroup
 from rsi.refs import swiglu as S
 from rsi.refs.common import BF16
 from rsi.refs.fp8_common import E4M3, quantize_rows, quantize_rows_compiled
@@ -75,7 +79,10 @@ def swiglu_then_quantize(x):
     return quantize_rows_compiled()(S.reference(x))
 
 
-BASELINES = (Baseline("swiglu_then_quantize", swiglu_then_quantize),)
+# the unfused path's own class: a few bytes one e4m3 step apart (ATen's silu), never more (module docstring)
+UNFUSED_CLASS = Approximate(max_rel_l2=1e-2, min_cosine=0.9999, max_abs_frac=0.15, factor=1.0, floor_rel_l2=1e-2,
+                            name="unfused rounding")
+BASELINES = (Baseline("swiglu_then_quantize", swiglu_then_quantize, tolerance=UNFUSED_CLASS),)
 
 
 def fake(x):
