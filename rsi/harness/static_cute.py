@@ -475,10 +475,13 @@ class CuteFunction(_Function):
         return self.join(kinds)
 
     def select(self, node: ast.Call, name: str, kinds: list[_Kind]) -> _Kind:
-        """A builtin or a cute/cutlass function; min / max / clamp of a tainted value and a constant is mixed."""
+        """A builtin or a cute/cutlass function; min / max / clamp of a tainted value and a constant is refused
+        (C4: ``min(n, 5376)`` as a loop bound special-cases a shape without a comparison)."""
         k = self.join(kinds)
-        if name in SELECTS and k.taint and any(_bad_constants(a, self.consts) for a in node.args):
-            return _Kind("S", True, True)
+        bad = [c for a in node.args for c in _bad_constants(a, self.consts)] if name in SELECTS and k.taint else []
+        if bad:
+            raise _Reject(f"{name}() of a value derived from tensor metadata and the constant {bad[0]} in "
+                          f"{_src(node)} ({self.where}): special-casing shapes is not allowed", node)
         return k
 
     def binop(self, node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST) -> _Kind:

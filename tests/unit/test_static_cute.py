@@ -90,6 +90,12 @@ def test_honest_variants_pass(src):
     (swap(HOST_LAUNCH, HOST_LAUNCH.replace(", MATH=MATH", "")), "MATH unbound"),
     (swap(HOST_LAUNCH, HOST_LAUNCH.replace("x, out,", "x, n_rows,")), "not a tensor"),
     (swap(HOST_LAUNCH, HOST_LAUNCH.replace("VEC=VEC", "STREAMS=VEC")), "keyword STREAMS"),
+    # the session's ten-minute adversary (none got through): escapes to torch interop, a direct trace from host code,
+    # a shape clamped to a constant
+    (in_jit("    t = cute.runtime.from_dlpack(x)"), "not allowed"),
+    (in_jit("    t = cutlass.torch.dtype(x)"), "not allowed"),
+    (swap(HOST_LAUNCH, "    _gelu_host(x, out, 0, VEC, THREADS, UNROLL, MATH)\n"), "called directly"),
+    (in_kernel("    w = cutlass.min(n_rows * n_vec, 123456)"), "123456"),
     (swap(HOST_LAUNCH, "    _gelu_host(x, out, 0, VEC, THREADS, UNROLL, MATH)\n"), "K.cute_launch(_gelu_host"),
     (swap(HOST_LAUNCH, "    n = cute.size(x)\n" + HOST_LAUNCH), "belong in @cute.jit"),
 ])
