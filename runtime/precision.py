@@ -16,7 +16,6 @@ attention-quality``-style comparisons measure (a bf16 and an fp8 run from one se
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -79,19 +78,12 @@ def scaled_mm_or_reference(x, w8, w_scale):
     torch.compile, then ``torch._scaled_mm``; H200 run 23 timed the eager quantiser's version at 0.68x the bf16
     linears, run 24 the compiled one at 2.6-3.7x the eager one), its reference elsewhere."""
     from rsi.refs import fp8_linear
+    from rsi.refs.fp8_common import quantize_rows_compiled
 
     if x.device.type == "cuda":
-        return fp8_linear.scaled_mm(*_quantize_rows_compiled()(x), w8, w_scale)
+        return fp8_linear.scaled_mm(*quantize_rows_compiled(dynamic=None)(x), w8, w_scale)
     return fp8_linear.reference(x, w8, w_scale)
 
-
-@functools.cache
-def _quantize_rows_compiled():
-    """The runtime's compiled quantiser: dynamic shapes after the first recompile (the linears of both stages have
-    many row counts and widths; ``dynamic=False`` would hit torch.compile's recompile limit)."""
-    from rsi.refs.fp8_common import quantize_rows
-
-    return torch.compile(quantize_rows, dynamic=None)
 
 
 def _linears(root: nn.Module, skip: tuple[str, ...]) -> list[tuple[nn.Module, str, nn.Linear, str]]:
