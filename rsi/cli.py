@@ -74,6 +74,11 @@ def _backend(requested: str) -> str:
     return requested
 
 
+def command_line() -> str:
+    """This invocation as a shell command line (records and JSON name the exact command that produced them)."""
+    return "rsi " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+
+
 def cmd_search(a: argparse.Namespace) -> int:
     from rsi.refs import op_names
     from rsi.search.display import print_summary
@@ -135,6 +140,7 @@ def cmd_search(a: argparse.Namespace) -> int:
                              unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
                              workers=a.workers, ray_address=a.ray_address, template=a.template,
+                             command=command_line(),
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
                                             "transcript": a.transcript, "max_calls": a.max_calls,
                                             "max_cost_usd": a.max_cost, "hybrid_tune": a.hybrid_tune})
@@ -189,7 +195,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": "rsi " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+        out.write_text(json.dumps({"command": command_line(),
                                    "env": envmod.capture(), "wall_s": time.perf_counter() - t0,
                                    "results": results}, indent=2, sort_keys=True, default=str) + "\n")
     t = Table(title="rsi verify")

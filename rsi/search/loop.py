@@ -54,6 +54,7 @@ class SearchOptions:
     workers: int = 1                # judges in parallel (rsi.search.workers): local processes, or Ray actors
     ray_address: str | None = None  # auto | HOST:PORT | local (a cluster started for this search)
     template: str | None = None     # search only this template of the op group's space (rsi search --template)
+    command: str = "rsi search"     # the command line that ran (a promotion's record names it; a resume its own)
 
 
 def make_proposer(opts: SearchOptions, store: Store, run_id: str, spaces: list) -> Proposer:
@@ -143,7 +144,7 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
             raise SearchError(f"run {run.id} is still running (pid {holder['pid']} on {holder['host']}); stop that "
                               f"process first, or wait for it to finish, then --resume {run.id}")
         saved = SearchOptions(**{**asdict(opts), **run.args, "resume": opts.resume, "quiet": opts.quiet})
-        opts = _resume_options(store, run.id, saved, opts)
+        opts = replace(_resume_options(store, run.id, saved, opts), command=opts.command)
         spaces, skipped = _searchable(space, opts)   # the resumed run's template, on this backend
         run_id = run.id
         store.mark_running(run_id)
@@ -261,7 +262,7 @@ def _promote(store, opts, run_id, op, space, cand, verdict, dec, env, template: 
     template = template or space.template
     record = promote.build_record(cand=cand, op_group=op, verdict=verdict, decision=dec, env=env, space=space,
                                   run_id=run_id, reference_sha=reference_source_sha256(opts.op), proxy=opts.proxy,
-                                  seed=opts.seed, proposer=opts.proposer, template=template)
+                                  seed=opts.seed, proposer=opts.proposer, template=template, command=opts.command)
     path = write_record(opts.root, cand, template, record)
     locked = not opts.proxy
     if locked:

@@ -174,7 +174,7 @@ def decide(verdict: dict[str, Any], buckets: tuple[str, ...], has_incumbent: boo
 
 def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict, space, run_id: str,
                  reference_sha: str, proxy: bool, seed: int, proposer: str,
-                 template: str | None = None) -> dict[str, Any]:
+                 template: str | None = None, command: str = "rsi search") -> dict[str, Any]:
     from rsi.contract import sha256_text
     from rsi.verified import SCHEMA, now
 
@@ -214,5 +214,5 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
         # template: the one of the space the candidate came from (a space may declare several, rsi.spaces)
         "search": {"space": f"{space.op}.toml@{space.sha256[:12]}", **({"template": template} if template else {}),
                    "run_id": run_id, "seed": seed, "parent": cand.parent, "proposer": proposer},
-        "verified_at": now(), "verified_by": "rsi search",
+        "verified_at": now(), "verified_by": "rsi search", "command": command,   # the exact command line
     }

@@ -346,3 +346,28 @@ def test_record_of_an_untimed_reference():
                        reference_sha="x", proxy=False, seed=0, proposer="offline")
     t = rec["timings"][0]
     assert t["ref_p50_us"] is None and t["speedup"] is None and "eager" not in t["vs"] and "sdpa_cudnn" in t["vs"]
+
+
+def test_record_names_the_exact_command(monkeypatch):
+    """A promotion's record carries the command line that produced it (rsi search passes its own argv)."""
+    v = _verdict(_row("a", compile=110.0), _row("b", compile=110.0, aa=101.0, seed=20))
+    d = decide(v, ("a", "b"), False)
+    cand = SimpleNamespace(op="swiglu", hash="h" * 64, source="src", config={"B": 1}, parent=None)
+    space = SimpleNamespace(op="swiglu", buckets=("a", "b"), sha256="s" * 64)
+    cmd = "rsi search --op-group swiglu --gpu h200 --budget '3,2m'"
+    rec = build_record(cand=cand, op_group=None, verdict=v, decision=d, env={}, space=space, run_id="r",
+                       reference_sha="x", proxy=False, seed=0, proposer="offline", command=cmd)
+    assert rec["command"] == cmd
+    from rsi import cli
+    from rsi.search import loop
+
+    seen = {}
+
+    def fake(opts):
+        seen["opts"] = opts
+        raise loop.SearchError("stopped by the test")
+
+    monkeypatch.setattr(loop, "run_search", fake)
+    monkeypatch.setattr(cli.sys, "argv", ["rsi", "search", "--op-group", "swiglu", "--budget", "1,0.1m"])
+    cli.main(["search", "--op-group", "swiglu", "--budget", "1,0.1m"])
+    assert seen["opts"].command == "rsi search --op-group swiglu --budget 1,0.1m"
