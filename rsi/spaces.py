@@ -122,6 +122,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # at most 32 bf16 row values a thread (silu runs in fp64: its temporaries take two registers a value)
     "fp8_swiglu_regs_fit": lambda c: (c["BLOCK_A"] + c["BLOCK_B"] + c["BLOCK_C"]) * c["ROWS"]
     <= 32 * 32 * c["num_warps"],
+    # FAST takes one row a program; SUB and MAXN only shape FAST's redo tile (one value of each otherwise)
+    "fp8_swiglu_fast_axes": lambda c: (c["ROWS"] == 1) if c["FAST"] else (c["SUB"] == 16 and c["MAXN"] == 16),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -240,8 +242,11 @@ def _heuristic_fp8_modulate_rows(space: Space) -> dict[str, Any]:
 
 def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     """swiglu_fp8: one row as 8192 + 4096 + 2048 columns (no idle lanes at F = 14336), 16 warps (28 values a
-    thread). Not yet measured."""
-    c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 16, "EVICT": ""}
+    thread). H200 run 31 measured the fp64 silu FP64-bound (3.4x the bf16 swiglu kernel), so silu in fp32 with the
+    near-midpoint elements redone in fp64 (FAST, 16-column sub-rows, up to 16 redone a piece: about 5 expected in
+    an 8192 piece of N(0, 2) gates) and the reciprocal quotient (QUOT): designed, not yet measured."""
+    c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 16, "EVICT": "", "FAST": 1,
+         "SUB": 16, "MAXN": 16, "QUOT": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -19,6 +19,7 @@ fetch() {
 }
 fetch .whl optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
   diffusers==0.42.1 importlib_metadata==8.7.0
+fetch .whl pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pygments==2.21.0 packaging==26.4  # the GPU tests (tests/unit/test_fp8_gpu.py)
 fetch .whl-av av==16.0.1
 fetch .whl-report matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 \
   pyparsing==3.3.3 pillow==13.0.0 pandas==3.1.1 python-dateutil==4.0.0 tzdata==2026.6

@@ -18,6 +18,9 @@ largest finite value, NaN to NaN). The patch converts fp32/bf16/fp16 -> fp8 that
 torch alone maps overflow to NaN) unless round-toward-zero is asked for, and fp8 -> fp32/bf16/fp16 exactly (NaN
 stays NaN; the interpreter gives e4m3fn's NaN as 480). fp8 ``tl.dot`` operands go through the same exact widening
 (the interpreter widens them to fp16, exact for both formats, and multiplies in fp32).
+And ``tl.fma`` on fp32: the interpreter computes ``x * y + z`` in fp32, rounding twice; the GPU's ``fma.rn.f32``
+rounds once, which the quantisers' reciprocal quotient relies on (rsi/refs/fp8_quotient.py). The patch computes it
+exactly (``fma32``: fp64 with round-to-odd).
 """
 
 from __future__ import annotations
@@ -79,7 +82,16 @@ def patch_interpreter_rounding() -> bool:
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
+    original_fma = builder.create_fma
+
+    def create_fma(self, x, y, z):
+        if z.dtype.scalar == tl.float32 and x.dtype.scalar == tl.float32 and y.dtype.scalar == tl.float32:
+            from rsi.refs.fp8_quotient import fma32
+            return interpreter.TensorHandle(fma32(x.data, y.data, z.data), tl.float32)
+        return original_fma(self, x, y, z)
+
     builder.create_dot = create_dot
+    builder.create_fma = create_fma
 
     original_tensor_patch = interpreter._patch_lang_tensor
 

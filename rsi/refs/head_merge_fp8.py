@@ -10,6 +10,10 @@ and the quantiser's two IEEE divisions and the RNE saturating cast are the same 
 Triton kernel that uses ``tl.div_rn`` (fp8_common's docstring). Unlike head_merge, the W = 1 bucket is real work
 (the quantisation), so it is claimed too.
 
+Incumbent ``merge_then_quantize``: the path without the fusion, the merge (a copy for W > 1, a view at W = 1) then the
+compiled quantiser (``quantize_rows_compiled``). Its bytes are the reference's (the same quantiser), so it is vetted
+bitwise like a candidate; a kernel is promoted only if it beats it too.
+
 Bytes: read 2 S W h 128, write S W h 128 + 4 S. FLOPs: a comparison and a division per element (2 S W h 128).
 """
 
@@ -17,9 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from rsi.contract import Bitwise, OpGroup
+from rsi.contract import Baseline, Bitwise, OpGroup
 from rsi.refs import head_merge as HM
-from rsi.refs.fp8_common import E4M3, quantize_rows
+from rsi.refs.fp8_common import E4M3, quantize_rows, quantize_rows_compiled
 
 OP = "head_merge_fp8"
 SCHEMA = "(Tensor x) -> (Tensor, Tensor)"
@@ -28,6 +32,14 @@ SCHEMA = "(Tensor x) -> (Tensor, Tensor)"
 def reference(x):
     """x: [W, S, h, 128] bf16 -> (h8 float8_e4m3fn [S, W h 128], h_scale fp32 [S])."""
     return quantize_rows(HM.reference(x))
+
+
+def merge_then_quantize(x):
+    """The unfused path (module docstring): head_merge's reference, then the compiled quantiser."""
+    return quantize_rows_compiled()(HM.reference(x))
+
+
+BASELINES = (Baseline("merge_then_quantize", merge_then_quantize),)
 
 
 def fake(x):
@@ -51,6 +63,7 @@ OP_GROUP = OpGroup(
     oracle=reference,
     make_inputs=_B.make_inputs,
     tolerance=Bitwise(),
+    baselines=BASELINES,
     shapes=_B.shapes,
     odd_shapes=_B.odd_shapes,
     interp_shapes=_B.interp_shapes,

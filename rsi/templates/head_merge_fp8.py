@@ -7,7 +7,9 @@ BLOCK_P = next_power_of_2(W*h)) in registers: the row's amax runs on the bf16 bi
 (int16: NaN > Inf > every finite value; exact), the scale is ``div_rn(amax, 448)`` and the quotient ``div_rn(x,
 scale)`` (IEEE: ``/`` would be ``div.full.f32``), converted with ``cvt.rn.satfinite`` (nearest even, saturating at
 448). x is read through its four strides once; h8 and the scales are written once.
-Config: ROWS (destination rows per program), num_warps, EVICT (policy of the x loads).
+QUOT 1 replaces the per-element ``div_rn`` by the row's reciprocal and one Markstein correction (a multiplication and
+two fmas; rsi/refs/fp8_quotient.py: the same byte for every bf16 value and every row scale, checked exhaustively).
+Config: ROWS (destination rows per program), num_warps, EVICT (policy of the x loads), QUOT.
 """
 
 import triton
@@ -19,6 +21,8 @@ E4M3_MAX = tl.constexpr(448.0)
 NONFINITE_BITS = tl.constexpr(0x7F80)    # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
 NAN_BITS = tl.constexpr(0x7FC00000)      # the fp32 NaN of a non-finite row's scale
 NAN_BYTE = tl.constexpr(0x7F)            # e4m3fn's NaN
+TINY_SCALE = tl.constexpr(2.0**-64)      # below it the row is lifted by 2**64 so that its reciprocal stays finite
+LIFT = tl.constexpr(2.0**64)
 
 
 @triton.jit
@@ -32,16 +36,25 @@ def _row_scale(abits):
 
 
 @triton.jit
-def _quantise(hf, scale, bad):
+def _quantise(hf, scale, bad, QUOT: tl.constexpr):
     """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN bytes where bad (all broadcast to hf)."""
-    q = tl.div_rn(hf, scale).to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
+        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
+        sk = scale * -nk
+        nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
+        nhk = hf * nk
+        q0 = nhk * nr
+        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
+    else:
+        q = tl.div_rn(hf, scale)
+    q = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     return tl.where(bad, NAN_BYTE, q).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
 
 
 @triton.jit
 def _merge_fp8_kernel(x_ptr, q_ptr, s_ptr, n_rows, heads_per_rank, n_heads, s_w, s_s, s_h, s_d,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr, ROWS: tl.constexpr,
-                      EVICT: tl.constexpr):
+                      EVICT: tl.constexpr, QUOT: tl.constexpr):
     s = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)            # destination rows
     p = tl.arange(0, BLOCK_P)                                                 # head row (w, j) within a row
     d = tl.arange(0, BLOCK_D)
@@ -53,13 +66,13 @@ def _merge_fp8_kernel(x_ptr, q_ptr, s_ptr, n_rows, heads_per_rank, n_heads, s_w,
     bits = x.to(tl.int16, bitcast=True) & 0x7FFF
     abits = tl.max(tl.max(bits, 2), 1)                                        # [ROWS]
     scale, bad = _row_scale(abits)
-    q = _quantise(x.to(tl.float32), scale[:, None, None], bad[:, None, None])
+    q = _quantise(x.to(tl.float32), scale[:, None, None], bad[:, None, None], QUOT)
     dst = (s * (n_heads * D))[:, None, None] + (p * D)[None, :, None] + d[None, None, :]
     tl.store(q_ptr + dst, q, mask=m)
     tl.store(s_ptr + s, scale, mask=s < n_rows)
 
 
-def launch(x, ROWS=1, num_warps=8, EVICT=""):
+def launch(x, ROWS=1, num_warps=8, EVICT="", QUOT=0):
     world, n_rows, heads_per_rank, head_dim = x.shape
     n_heads = world * heads_per_rank
     h8 = K.empty((n_rows, n_heads * head_dim), dtype=K.float8_e4m3fn, device=x.device)
@@ -67,5 +80,6 @@ def launch(x, ROWS=1, num_warps=8, EVICT=""):
     grid = (triton.cdiv(n_rows, ROWS),)
     _merge_fp8_kernel[grid](x, h8, h_scale, n_rows, heads_per_rank, n_heads, x.stride(0), x.stride(1),
                             x.stride(2), x.stride(3), D=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
-                            BLOCK_P=triton.next_power_of_2(n_heads), ROWS=ROWS, EVICT=EVICT, num_warps=num_warps)
+                            BLOCK_P=triton.next_power_of_2(n_heads), ROWS=ROWS, EVICT=EVICT, QUOT=QUOT,
+                            num_warps=num_warps)
     return h8, h_scale

@@ -11,7 +11,17 @@ run each, through the row stride), silu in fp64 (``tl.exp`` of an fp64 value is 
 GPU, numpy's under the interpreter; the division is IEEE in fp64), rounded to fp32 then bf16, times up in fp32,
 rounded to bf16. Then the amax on the bf16 bit patterns with the sign cleared (int16: NaN > Inf > every finite
 value; exact), ``div_rn(amax, 448)``, and per piece ``div_rn(h, scale)`` converted with ``cvt.rn.satfinite``.
-Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads).
+
+FAST 1 (one row a program) evaluates silu in fp32 first (``tl.exp``, the approximate ``/``: within (|g| + 11)
+fp32 ulps of the true value for |g| < 64, ``ex2.approx``'s 2**-22 and the rounding of g log2 e included) and keeps
+that bf16 rounding wherever the fp32 value is more than |g| + 16 ulps from a bf16 rounding midpoint (its low 16 bits
+against 0x8000), since there it equals silu_c's. The other elements (about 2.4e-4 of N(0, 2) inputs; every |g| >= 64
+or < 2**-60, NaN and Inf) take the fp64 path: a piece is a [BLOCK / SUB, SUB] tile, the sub-rows holding such an
+element are numbered (a cumulative sum; +-0 is exact on the fast path), their gate values re-read (from cache) into a [MAXN, SUB] tile evaluated in
+fp64, and gathered back; a piece with more than MAXN such sub-rows is evaluated in fp64 whole.
+QUOT 1 replaces the per-element ``div_rn`` of the quantiser by the row reciprocal and one Markstein correction
+(rsi/refs/fp8_quotient.py: the same byte for every bf16 value and row scale, checked exhaustively).
+Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads), FAST, SUB, MAXN, QUOT.
 """
 
 import triton
@@ -23,6 +33,11 @@ E4M3_MAX = tl.constexpr(448.0)
 NONFINITE_BITS = tl.constexpr(0x7F80)    # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
 NAN_BITS = tl.constexpr(0x7FC00000)      # the fp32 NaN of a non-finite row's scale
 NAN_BYTE = tl.constexpr(0x7F)            # e4m3fn's NaN
+TINY_SCALE = tl.constexpr(2.0**-64)      # below it the row is lifted by 2**64 so that its reciprocal stays finite
+LIFT = tl.constexpr(2.0**64)
+NEAR_ULPS = tl.constexpr(16.0)           # fp32 ulps (plus |g|) from a bf16 midpoint that send an element to fp64
+SAFE_G = tl.constexpr(64.0)              # |g| at or above it (and NaN, Inf) -> fp64
+TINY_G = tl.constexpr(2.0**-60)          # |g| below it -> fp64 (no subnormal fp32 temporaries on the fast path)
 
 
 @triton.jit
@@ -36,10 +51,26 @@ def _row_scale(abits):
 
 
 @triton.jit
-def _quantise(hf, scale, bad):
+def _quantise(hf, scale, bad, QUOT: tl.constexpr):
     """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN bytes where bad (all broadcast to hf)."""
-    q = tl.div_rn(hf, scale).to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
+        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
+        sk = scale * -nk
+        nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
+        nhk = hf * nk
+        q0 = nhk * nr
+        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
+    else:
+        q = tl.div_rn(hf, scale)
+    q = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     return tl.where(bad, NAN_BYTE, q).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _silu_c(g):
+    """silu_c of bf16 g, in fp64, rounded to fp32 then bf16, returned as fp32."""
+    g64 = g.to(tl.float32).to(tl.float64)
+    return (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)
 
 
 @triton.jit
@@ -50,23 +81,70 @@ def _piece(x_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.
     ptrs = x_ptr + rows64[:, None] * stride_x + cols[None, :]
     g = tl.load(ptrs, mask=m, other=0.0, eviction_policy=EVICT)
     u = tl.load(ptrs + n_cols, mask=m, other=0.0, eviction_policy=EVICT)
-    g64 = g.to(tl.float32).to(tl.float64)
-    s = (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)
+    s = _silu_c(g)
     h = (s * u.to(tl.float32)).to(tl.bfloat16)
     return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 1)
 
 
 @triton.jit
-def _put(q_ptr, h, scale, bad, rows64, rmask, n_cols, OFF: tl.constexpr, BLOCK: tl.constexpr):
+def _put(q_ptr, h, scale, bad, rows64, rmask, n_cols, OFF: tl.constexpr, BLOCK: tl.constexpr, QUOT: tl.constexpr):
     cols = OFF + tl.arange(0, BLOCK)
     m = rmask[:, None] & (cols[None, :] < n_cols)
-    q = _quantise(h.to(tl.float32), scale[:, None], bad[:, None])
+    q = _quantise(h.to(tl.float32), scale[:, None], bad[:, None], QUOT)
     tl.store(q_ptr + rows64[:, None] * n_cols + cols[None, :], q, mask=m)
 
 
 @triton.jit
+def _piece_fast(x_ptr, row64, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr,
+                MAXN: tl.constexpr, EVICT: tl.constexpr):
+    """FAST: h (bf16 [BLOCK / SUB, SUB]) of columns [OFF, OFF + BLOCK) of one row and its largest |h| bit pattern
+    (module docstring)."""
+    NSUB: tl.constexpr = BLOCK // SUB
+    sub = tl.arange(0, NSUB)
+    lane = tl.arange(0, SUB)
+    cols = OFF + sub[:, None] * SUB + lane[None, :]
+    m = cols < n_cols
+    ptrs = x_ptr + row64 * stride_x + cols
+    g = tl.load(ptrs, mask=m, other=0.0, eviction_policy=EVICT)
+    u = tl.load(ptrs + n_cols, mask=m, other=0.0, eviction_policy=EVICT)
+    gf = g.to(tl.float32)
+    sf = gf / (1.0 + tl.exp(-gf))
+    dist = tl.abs((sf.to(tl.int32, bitcast=True) & 0xFFFF) - 0x8000).to(tl.float32)
+    ag = tl.abs(gf)
+    near = m & ((dist <= ag + NEAR_ULPS) | (ag >= SAFE_G) | ((ag < TINY_G) & (ag != 0.0)) | (gf != gf))
+    flag = tl.max(near.to(tl.int32), 1)                                       # [NSUB] sub-rows to redo
+    n_near = tl.sum(flag, 0)
+    if n_near > MAXN:
+        s = _silu_c(g)
+    else:
+        cs = tl.cumsum(flag, 0)                                               # inclusive: rank + 1 where flagged
+        j = tl.arange(0, MAXN)
+        which = tl.minimum(tl.sum((cs[None, :] <= j[:, None]).to(tl.int32), 1), NSUB - 1)   # j-th flagged sub-row
+        gcols = OFF + which[:, None] * SUB + lane[None, :]
+        gc = tl.load(x_ptr + row64 * stride_x + gcols, mask=gcols < n_cols, other=0.0)
+        exact = _silu_c(gc)                                                   # [MAXN, SUB]
+        rank = tl.maximum(tl.minimum(cs - 1, MAXN - 1), 0)
+        at = tl.reshape(rank[:, None] * SUB + lane[None, :], (BLOCK,))
+        back = tl.reshape(tl.gather(tl.reshape(exact, (MAXN * SUB,)), at, 0), (NSUB, SUB))   # 1-D: Triton 3.6
+        # asserts compiling a 2-D gather at 16 warps
+        s = tl.where(near, back, sf.to(tl.bfloat16).to(tl.float32))
+    h = (s * u.to(tl.float32)).to(tl.bfloat16)
+    return h, tl.max(tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 1), 0)
+
+
+@triton.jit
+def _put_fast(q_ptr, h, scale, bad, row64, n_cols, OFF: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr,
+              QUOT: tl.constexpr):
+    NSUB: tl.constexpr = BLOCK // SUB
+    cols = OFF + tl.arange(0, NSUB)[:, None] * SUB + tl.arange(0, SUB)[None, :]
+    q = _quantise(h.to(tl.float32), scale, bad, QUOT)
+    tl.store(q_ptr + row64 * n_cols + cols, q, mask=cols < n_cols)
+
+
+@triton.jit
 def _swiglu_fp8_kernel(x_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
-                       BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, ROWS: tl.constexpr, EVICT: tl.constexpr):
+                       BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, ROWS: tl.constexpr, EVICT: tl.constexpr,
+                       QUOT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < n_rows
     rows64 = rows.to(tl.int64)
@@ -78,22 +156,52 @@ def _swiglu_fp8_kernel(x_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: t
         hc, bc = _piece(x_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A + BLOCK_B, BLOCK_C, EVICT)
         abits = tl.maximum(abits, bc)
     scale, bad = _row_scale(abits)
-    _put(q_ptr, ha, scale, bad, rows64, rmask, n_cols, 0, BLOCK_A)
+    _put(q_ptr, ha, scale, bad, rows64, rmask, n_cols, 0, BLOCK_A, QUOT)
     if BLOCK_B > 0:
-        _put(q_ptr, hb, scale, bad, rows64, rmask, n_cols, BLOCK_A, BLOCK_B)
+        _put(q_ptr, hb, scale, bad, rows64, rmask, n_cols, BLOCK_A, BLOCK_B, QUOT)
     if BLOCK_C > 0:
-        _put(q_ptr, hc, scale, bad, rows64, rmask, n_cols, BLOCK_A + BLOCK_B, BLOCK_C)
+        _put(q_ptr, hc, scale, bad, rows64, rmask, n_cols, BLOCK_A + BLOCK_B, BLOCK_C, QUOT)
     tl.store(s_ptr + rows64, scale, mask=rmask)
 
 
-def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT=""):
+@triton.jit
+def _swiglu_fp8_fast_kernel(x_ptr, q_ptr, s_ptr, n_cols, stride_x, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr,
+                            BLOCK_C: tl.constexpr, SUB: tl.constexpr, MAXN: tl.constexpr, EVICT: tl.constexpr,
+                            QUOT: tl.constexpr):
+    row64 = tl.program_id(0).to(tl.int64)
+    ha, abits = _piece_fast(x_ptr, row64, n_cols, stride_x, 0, BLOCK_A, SUB, MAXN, EVICT)
+    if BLOCK_B > 0:
+        hb, bb = _piece_fast(x_ptr, row64, n_cols, stride_x, BLOCK_A, BLOCK_B, SUB, MAXN, EVICT)
+        abits = tl.maximum(abits, bb)
+    if BLOCK_C > 0:
+        hc, bc = _piece_fast(x_ptr, row64, n_cols, stride_x, BLOCK_A + BLOCK_B, BLOCK_C, SUB, MAXN, EVICT)
+        abits = tl.maximum(abits, bc)
+    scale, bad = _row_scale(abits)
+    _put_fast(q_ptr, ha, scale, bad, row64, n_cols, 0, BLOCK_A, SUB, QUOT)
+    if BLOCK_B > 0:
+        _put_fast(q_ptr, hb, scale, bad, row64, n_cols, BLOCK_A, BLOCK_B, SUB, QUOT)
+    if BLOCK_C > 0:
+        _put_fast(q_ptr, hc, scale, bad, row64, n_cols, BLOCK_A + BLOCK_B, BLOCK_C, SUB, QUOT)
+    tl.store(s_ptr + row64, scale)
+
+
+def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT="", FAST=0, SUB=16, MAXN=16,
+           QUOT=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
     if n_cols > BLOCK_A + BLOCK_B + BLOCK_C:
         raise ValueError(f"row of {n_cols} columns does not fit BLOCK_A + BLOCK_B + BLOCK_C")
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
+    if FAST:
+        if ROWS != 1:
+            raise ValueError("FAST takes one row a program (ROWS = 1)")
+        if n_rows > 0:
+            _swiglu_fp8_fast_kernel[(n_rows,)](x, h8, h_scale, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
+                                               BLOCK_C=BLOCK_C, SUB=SUB, MAXN=MAXN, EVICT=EVICT, QUOT=QUOT,
+                                               num_warps=num_warps)
+        return h8, h_scale
     _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
-                                                     EVICT=EVICT, num_warps=num_warps)
+                                                     EVICT=EVICT, QUOT=QUOT, num_warps=num_warps)
     return h8, h_scale

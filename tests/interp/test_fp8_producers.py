@@ -93,14 +93,23 @@ def test_silu_c_every_bf16_input():
 
 
 # ------------------------------------------------------------------------------------------------ templates
-@pytest.mark.parametrize("op", PRODUCERS)
-def test_heuristic_template_bitwise(op):
+# the heuristic, and the other value of the axes that change the arithmetic (QUOT: the quotient; FAST: swiglu's silu)
+VARIANTS = [(op, {}) for op in PRODUCERS] + [
+    ("head_merge_fp8", {"QUOT": 1, "ROWS": 2}),
+    ("swiglu_fp8", {"FAST": 0, "QUOT": 0}),
+    ("swiglu_fp8", {"FAST": 1, "QUOT": 0, "SUB": 32, "MAXN": 8}),
+]
+
+
+@pytest.mark.parametrize("op,change", VARIANTS)
+def test_heuristic_template_bitwise(op, change):
     """Every interpreter shape in every layout, and every special case (layout 0, last shape): bytes and scales
     equal the reference's."""
     g = get_op_group(op)
     space = load_space(op)
     tpl = _module(template_source(space.template), f"tpl_{op}")
-    cfg = space.heuristic()
+    cfg = {**space.heuristic(), **change}
+    assert space.valid(cfg)[0], cfg
     for s in g.interp_shapes:
         for lay in range(g.n_layouts):
             inputs = g.make_inputs(s, 5, "cpu", layout=lay)
@@ -112,7 +121,37 @@ def test_heuristic_template_bitwise(op):
         assert not why, (sc.name, why)
 
 
-def test_in_kernel_quantiser_on_crafted_rows():
+def every_bf16_gate(device="cpu") -> torch.Tensor:
+    """x [17, 8192]: gate = every finite bf16 value (NaN/Inf as 0) over 16 rows of 4096, up = 1, so h = silu_c;
+    row 16: gate 1 and up 0 except at nine columns 400 apart with gates -97, -96, ..., -89 (where fp32 exp(-g)
+    overflows) and up 1, so its scale is silu_c's tiny amax / 448, not fp32 silu's 1 (amax -0); nine sub-rows to
+    redo, fewer than the heuristic's MAXN."""
+    gate = torch.arange(0, 1 << 16, dtype=torch.int32, device=device).to(torch.int16).view(torch.bfloat16)
+    gate = torch.where(torch.isfinite(gate), gate, torch.zeros_like(gate)).view(16, 4096)
+    up = torch.ones_like(gate)
+    g16, u16 = torch.ones_like(gate[:1]), torch.zeros_like(up[:1])
+    g16[0, 7:3607:400] = torch.arange(-97.0, -88.5, 1.0, device=device).to(torch.bfloat16)
+    u16[0, 7:3607:400] = 1.0
+    return torch.cat([torch.cat([gate, g16]), torch.cat([up, u16])], dim=1)
+
+
+@pytest.mark.parametrize("change", [{}, {"SUB": 32, "MAXN": 1}])
+def test_swiglu_fast_every_bf16_gate(change):
+    """FAST's fp32 silu with its fp64 redo gives silu_c at every bf16 gate (the redo tile, and with MAXN 1 the
+    whole-piece fallback); without the redo it does not (g <= -89: fp32 exp overflows)."""
+    g = get_op_group("swiglu_fp8")
+    src = template_source("swiglu_fp8")
+    cfg = {**load_space("swiglu_fp8").heuristic(), **change}
+    x = every_bf16_gate()
+    assert not _bitwise(_module(src, "tpl_swiglu_every").launch(x, **cfg), g.reference(x))
+    old = "        s = tl.where(near, back, sf.to(tl.bfloat16).to(tl.float32))\n"
+    assert src.count(old) == 1
+    broken = _module(src.replace(old, "        s = sf.to(tl.bfloat16).to(tl.float32)\n"), "tpl_swiglu_no_redo")
+    assert _bitwise(broken.launch(x, **{**cfg, "MAXN": 16}), g.reference(x)).startswith("output 0: not bitwise")
+
+
+@pytest.mark.parametrize("quot", [0, 1])
+def test_in_kernel_quantiser_on_crafted_rows(quot):
     """head_merge_fp8's kernel is the quantiser alone: rows of exact ties, values at and beyond 448 after division,
     a zero row, -0 rows, NaN and Inf rows, bf16-subnormal rows (subnormal fp32 scales), one-element outliers."""
     tpl = _module(template_source("head_merge_fp8"), "tpl_head_merge_fp8_q")
@@ -128,7 +167,7 @@ def test_in_kernel_quantiser_on_crafted_rows():
     rows[7] = torch.linspace(-448.0, 448.0, W * h * D)
     h_bf = rows.to(torch.bfloat16)
     x = h_bf.view(S, W, h, D).permute(1, 0, 2, 3).contiguous()                          # [W, S, h, D]
-    h8, sc = tpl.launch(x)
+    h8, sc = tpl.launch(x, QUOT=quot)
     ref8, refs = quantize_rows(h_bf)
     b, s = independent_quantize(h_bf)
     assert np.array_equal(h8.view(torch.uint8).numpy(), b) and np.array_equal(ref8.view(torch.uint8).numpy(), b)
@@ -143,11 +182,14 @@ def test_in_kernel_quantiser_on_crafted_rows():
     ("modulate_fp8", "    s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)\n",
      "    s1 = 1.0 + sc.to(tl.float32)\n"),
     # swiglu_fp8: silu not rounded to bf16 before the product
-    ("swiglu_fp8", "s = (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)",
-     "s = (g64 / (1.0 + tl.exp(-g64))).to(tl.float32)"),
+    ("swiglu_fp8", "return (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)",
+     "return (g64 / (1.0 + tl.exp(-g64))).to(tl.float32)"),
+    # swiglu_fp8, FAST: the fp32 silu not rounded to bf16 before the product
+    ("swiglu_fp8", "s = tl.where(near, back, sf.to(tl.bfloat16).to(tl.float32))", "s = tl.where(near, back, sf)"),
     # head_merge_fp8: the reciprocal quantiser, x * (448 / amax), which differs at exact ties
-    ("head_merge_fp8", "    q = tl.div_rn(hf, scale).to(tl.float8e4nv)",
-     "    q = (hf * tl.div_rn(1.0, scale)).to(tl.float8e4nv)"),
+    ("head_merge_fp8", "        q = tl.div_rn(hf, scale)\n", "        q = hf * tl.div_rn(1.0, scale)\n"),
+    # head_merge_fp8, QUOT: the reciprocal quotient without its Markstein correction
+    ("head_merge_fp8", "        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)\n", "        q = q0\n"),
 ])
 def test_one_rounding_off_rejected(op, old, new):
     src = template_source(op)
@@ -160,5 +202,6 @@ def test_one_rounding_off_rejected(op, old, new):
         vals = ((torch.arange(x[0, 0].numel()) % 60 + 1) * 7 / 512).to(torch.bfloat16)
         x.copy_(vals.view(x.shape[2], x.shape[3])[None, None])
         x[:, :, 0, 0] = 6.125
-    why = _bitwise(tpl.launch(*inputs, **load_space(op).heuristic()), g.reference(*inputs))
+    cfg = {**load_space(op).heuristic(), **({"QUOT": 1} if "q0" in old else {}), **({"FAST": 0} if "g64" in old else {})}
+    why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
     assert why.startswith("output 0: not bitwise equal"), why

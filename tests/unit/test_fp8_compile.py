@@ -71,14 +71,21 @@ out["modulate_fp8"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=c
 out["modulate_fp8_fused"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=cfg["num_warps"])
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
-const = {k: cfg[k] for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT")}
+const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT")}
 out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}, const,
                              num_warps=cfg["num_warps"])
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
-const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"]}
+const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
+         "QUOT": cfg.get("QUOT", 0)}
 out["head_merge_fp8"] = compile_(m._merge_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
                                  const, num_warps=cfg["num_warps"])
+out["head_merge_fp8_quot"] = compile_(m._merge_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
+                                      {**const, "QUOT": 1}, num_warps=cfg["num_warps"])
+m = load("swiglu_fp8")
+const = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "SUB": 16, "MAXN": 16, "EVICT": "", "QUOT": 1}
+out["swiglu_fp8_fast"] = compile_(m._swiglu_fp8_fast_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
+                                  const, num_warps=16)
 
 @triton.jit
 def _plain_div(x_ptr, y_ptr, o_ptr, N: tl.constexpr):
@@ -117,3 +124,9 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
     assert "fma.rn.f32" in r["modulate_fp8_fused"]["ops"] and "fma.rn.f32" not in r["modulate_fp8"]["ops"]
     assert "div.rn.f64" in r["swiglu_fp8"]["ops"] and not any(o.startswith("ex2") for o in r["swiglu_fp8"]["ops"])
     assert r["plain_div"]["ops"] == ["div.full.f32"]
+    # QUOT: the per-element quotient is a reciprocal and fmas (one div.rn.f32 a row), fast swiglu's silu is ex2 with
+    # the fp64 fallback still compiled in
+    for name in ("head_merge_fp8_quot", "swiglu_fp8_fast"):
+        assert {"fma.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(r[name]["ops"]), (name, r[name])
+    assert any(o.startswith("ex2.approx") for o in r["swiglu_fp8_fast"]["ops"]), r["swiglu_fp8_fast"]
+    assert "div.rn.f64" in r["swiglu_fp8_fast"]["ops"] and "div.full.f32" in r["swiglu_fp8_fast"]["ops"]

@@ -31,10 +31,12 @@ def _same_bytes(outs, refs) -> bool:
 
 
 @pytest.mark.parametrize("op", ["modulate_fp8", "swiglu_fp8", "head_merge_fp8"])
-def test_producer_bitwise_on_cuda(op, tmp_path):
+@pytest.mark.parametrize("quot", [0, 1])
+def test_producer_bitwise_on_cuda(op, quot, tmp_path):
     g = get_op_group(op)
     tpl = _template(op, tmp_path)
-    cfg = load_space(op).heuristic()
+    space = load_space(op)
+    cfg = {**space.heuristic(), **({"QUOT": quot} if "QUOT" in space.axes else {})}
     for seed in (0, 1):
         inputs = g.make_inputs(g.shapes[0], seed, "cuda")
         assert _same_bytes(tpl.launch(*inputs, **cfg), g.reference(*inputs)), (op, seed)
@@ -47,14 +49,18 @@ def test_producer_bitwise_on_cuda(op, tmp_path):
 
 
 def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
-    """gate = all 65,536 bf16 values over 16 rows of 4096, up = 1: h is silu_c itself, so a kernel silu that differs
-    from the reference's at any bf16 input changes h there (and, unless e4m3 rounding hides it, the bytes)."""
+    """gate = all 65,536 bf16 values over 16 rows of 4096, up = 1 (tests/interp's every_bf16_gate): h is silu_c
+    itself, so a kernel silu that differs from the reference's at any bf16 input changes h there (and, unless e4m3
+    rounding hides it, the bytes). The heuristic (FAST: fp32 silu with the fp64 redo, on ex2.approx here) and
+    FAST 0, and MAXN 1 (the whole-piece fallback)."""
+    from tests.interp.test_fp8_producers import every_bf16_gate
+
     g = get_op_group("swiglu_fp8")
     tpl = _template("swiglu_fp8", tmp_path)
-    gate = torch.arange(0, 1 << 16, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16)
-    gate = torch.where(torch.isfinite(gate), gate, torch.zeros_like(gate)).view(16, 4096)
-    x = torch.cat([gate, torch.ones_like(gate)], dim=1)
-    assert _same_bytes(tpl.launch(x, **load_space("swiglu_fp8").heuristic()), g.reference(x))
+    x = every_bf16_gate("cuda")
+    ref = g.reference(x)
+    for change in ({}, {"FAST": 0}, {"SUB": 32, "MAXN": 1}):
+        assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
 
 
 def test_fp8_linear_on_cuda(tmp_path):

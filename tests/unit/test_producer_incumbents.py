@@ -43,3 +43,16 @@ def test_incumbent_dropped_where_its_bytes_differ(monkeypatch):
 
 def test_quantiser_compiled_is_cached():
     assert fp8_common.quantize_rows_compiled() is fp8_common.quantize_rows_compiled()
+
+
+def test_head_merge_fp8_incumbent_vetted_bitwise(monkeypatch):
+    """head_merge_fp8's unfused path (the merge, then the quantiser) gives the reference's bytes: vetted in the op's
+    own bitwise class, at every world size of the interpreter shapes."""
+    from rsi.refs import head_merge_fp8 as HF
+
+    monkeypatch.setattr(HF, "quantize_rows_compiled", lambda: fp8_common.quantize_rows)
+    op = get_op_group("head_merge_fp8")
+    assert [b.name for b in op.baselines] == ["merge_then_quantize"]
+    for shape in op.interp_shapes:
+        passed, report = incumbents.vet(op, op.tolerance, op.make_inputs(shape, 3, "cpu"))
+        assert [b.name for b in passed] == ["merge_then_quantize"], report
