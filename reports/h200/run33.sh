@@ -4,9 +4,11 @@
 #                the near-midpoint elements redone in fp64, the reciprocal quotient; its unfused incumbent in its own
 #                class, which run 32a could not vet) and head_merge_fp8 (new QUOT axis, searched; new unfused
 #                incumbent merge_then_quantize); the store's verdicts; verified_kernels/ back.
-#   PART=check   (after the promotions are committed) the GPU tests of the fp8 producers (every bf16 gate through
-#                FAST's ex2.approx path, QUOT 0/1, every special case) and runtime/bench_fp8.py: each producer
-#                against the bf16 op it replaces, same loop, on the committed lock.
+#   PART=check   (after the search part's promotions are committed) head_merge_fp8 again (the search part found
+#                QUOT 1 but could promote nothing: its new incumbent failed bitwise vetting on CUDA; now in its own
+#                class, and the heuristic takes QUOT 1); the GPU tests of the fp8 producers (every bf16 gate through
+#                FAST's ex2.approx path, QUOT 0/1, every special case); runtime/bench_fp8.py: each producer against
+#                the bf16 op it replaces and against the runtime's unfused path, same loop, on the resulting lock.
 # Run as `PART=search|check RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run33.sh` with carry
 # [".whl", ".tools", ".rsi/src.tgz"] (src.tgz: `git archive` of the commit, unpacked over the tree).
 set -o pipefail
@@ -43,7 +45,10 @@ PY
   cp .rsi/rsi.db "$R/rsi.db"
   tar -czf "$OUT/run33-search.tgz" -C /tmp run33-search -C "$PWD" verified_kernels
 else
+  run search_head_merge_fp8 200 python3 -m rsi search --op-group head_merge_fp8 --gpu h200 --budget 2,2.5m --reps 10 \
+    --summary-out "$R/search_head_merge_fp8.json"
   run gpu_tests 200 python3 -m pytest tests/unit/test_fp8_gpu.py -q -p no:xdist -p no:cacheprovider -o addopts=""
   TAILN=20 run bench_fp8 120 python3 -m runtime.bench_fp8 --rows 38248 --out "$R/bench_fp8.json"
-  tar -czf "$OUT/run33-check.tgz" -C /tmp run33-check
+  cp .rsi/rsi.db "$R/rsi.db"
+  tar -czf "$OUT/run33-check.tgz" -C /tmp run33-check -C "$PWD" verified_kernels
 fi

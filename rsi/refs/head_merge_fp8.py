@@ -11,8 +11,10 @@ Triton kernel that uses ``tl.div_rn`` (fp8_common's docstring). Unlike head_merg
 (the quantisation), so it is claimed too.
 
 Incumbent ``merge_then_quantize``: the path without the fusion, the merge (a copy for W > 1, a view at W = 1) then the
-compiled quantiser (``quantize_rows_compiled``). Its bytes are the reference's (the same quantiser), so it is vetted
-bitwise like a candidate; a kernel is promoted only if it beats it too.
+compiled quantiser (``quantize_rows_compiled``). On the CPU its bytes are the reference's; on CUDA Inductor's division
+is not the IEEE quotient and H200 run 33 found 53,625 of 274M bytes one e4m3 step off at w1, so under the bitwise
+class it was never timed and blocked every promotion. It is vetted in ``UNFUSED_CLASS`` (fp8_common), timed, and
+binding: a kernel is promoted only if it beats it too.
 
 Bytes: read 2 S W h 128, write S W h 128 + 4 S. FLOPs: a comparison and a division per element (2 S W h 128).
 """
@@ -23,7 +25,7 @@ import torch
 
 from rsi.contract import Baseline, Bitwise, OpGroup
 from rsi.refs import head_merge as HM
-from rsi.refs.fp8_common import E4M3, quantize_rows, quantize_rows_compiled
+from rsi.refs.fp8_common import E4M3, UNFUSED_CLASS, quantize_rows, quantize_rows_compiled
 
 OP = "head_merge_fp8"
 SCHEMA = "(Tensor x) -> (Tensor, Tensor)"
@@ -39,7 +41,7 @@ def merge_then_quantize(x):
     return quantize_rows_compiled()(HM.reference(x))
 
 
-BASELINES = (Baseline("merge_then_quantize", merge_then_quantize),)
+BASELINES = (Baseline("merge_then_quantize", merge_then_quantize, tolerance=UNFUSED_CLASS),)
 
 
 def fake(x):

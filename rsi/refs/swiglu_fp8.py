@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import torch
 
-from rsi.contract import Approximate, Baseline, Bitwise, OpGroup
+from rsi.contract import Baseline, Bitwise, OpGroup
 from rsi.refs import swiglu as S
 from rsi.refs.common import BF16
-from rsi.refs.fp8_common import E4M3, quantize_rows, quantize_rows_compiled
+from rsi.refs.fp8_common import E4M3, UNFUSED_CLASS, quantize_rows, quantize_rows_compiled
 
 OP = "swiglu_fp8"
 SCHEMA = "(Tensor x) -> (Tensor, Tensor)"
@@ -79,9 +79,6 @@ def swiglu_then_quantize(x):
     return quantize_rows_compiled()(S.reference(x))
 
 
-# the unfused path's own class: a few bytes one e4m3 step apart (ATen's silu), never more (module docstring)
-UNFUSED_CLASS = Approximate(max_rel_l2=1e-2, min_cosine=0.9999, max_abs_frac=0.15, factor=1.0, floor_rel_l2=1e-2,
-                            name="unfused rounding")
 BASELINES = (Baseline("swiglu_then_quantize", swiglu_then_quantize, tolerance=UNFUSED_CLASS),)
 
 

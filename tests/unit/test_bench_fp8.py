@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rsi.harness import timing as T
+from rsi.refs import fp8_common
 from runtime import bench_fp8
 from runtime.kernels import Kernels
 
@@ -30,6 +31,8 @@ def _host_timed(impls, input_sets, warmup=0, reps=2, sync_reps=0, device="cpu", 
 def cpu_bench(monkeypatch, tmp_path):
     monkeypatch.setattr(T, "time_interleaved", _host_timed)
     monkeypatch.setattr(bench_fp8, "LINEARS", (("qkv", 64, 96), ("fc2", 128, 32)))
+    # the eager quantiser for the unfused path (torch.compile on the CPU would cost a C++ build)
+    monkeypatch.setattr(fp8_common, "quantize_rows_compiled", lambda dynamic=False: fp8_common.quantize_rows)
     return Kernels("verified", root=tmp_path, target=None)
 
 
@@ -48,3 +51,6 @@ def test_producer_rows_on_the_cpu(cpu_bench):
     assert [r["pair"] for r in rows] == [f"{a} -> {b}" for a, b in bench_fp8.PRODUCERS]
     assert all(r["ratio_fp8_over_bf16"] > 0 and r["modulate_fp8" if "modulate" in r["pair"] else r["pair"].split(
         " -> ")[1]]["impl"] == "reference" for r in rows)
+    for r in rows:   # the runtime's path without the producer: the bf16 op, then the compiled quantiser
+        base = r["pair"].split(" -> ")[0]
+        assert r["ratio_fp8_over_unfused"] > 0 and r[f"{base}+quantize"]["impl"].startswith(r[base]["impl"])
