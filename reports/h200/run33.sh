@@ -9,7 +9,8 @@
 #                class, and the heuristic takes QUOT 1); the GPU tests of the fp8 producers (every bf16 gate through
 #                FAST's ex2.approx path, QUOT 0/1, every special case); runtime/bench_fp8.py: each producer against
 #                the bf16 op it replaces and against the runtime's unfused path, same loop, on the resulting lock.
-# Run as `PART=search|check RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run33.sh` with carry
+#   PART=modulate  modulate_fp8 with the reciprocal quotient, and the producer bench again on the resulting lock.
+# Run as `PART=search|check|modulate RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run33.sh` with carry
 # [".whl", ".tools", ".rsi/src.tgz"] (src.tgz: `git archive` of the commit, unpacked over the tree).
 set -o pipefail
 [ -f .rsi/src.tgz ] && tar -xzf .rsi/src.tgz
@@ -44,11 +45,18 @@ PY
   cut -c1-700 "$R/verdicts.txt" | head -60
   cp .rsi/rsi.db "$R/rsi.db"
   tar -czf "$OUT/run33-search.tgz" -C /tmp run33-search -C "$PWD" verified_kernels
-else
+elif [ "$P" = check ]; then
   run search_head_merge_fp8 200 python3 -m rsi search --op-group head_merge_fp8 --gpu h200 --budget 2,2.5m --reps 10 \
     --summary-out "$R/search_head_merge_fp8.json"
   run gpu_tests 200 python3 -m pytest tests/unit/test_fp8_gpu.py -q -p no:xdist -p no:cacheprovider -o addopts=""
   TAILN=20 run bench_fp8 120 python3 -m runtime.bench_fp8 --rows 38248 --out "$R/bench_fp8.json"
   cp .rsi/rsi.db "$R/rsi.db"
   tar -czf "$OUT/run33-check.tgz" -C /tmp run33-check -C "$PWD" verified_kernels
+fi
+if [ "$P" = modulate ]; then   # PART=modulate (third call): modulate_fp8 with QUOT (heuristic), then the producer bench again
+  run search_modulate_fp8 260 python3 -m rsi search --op-group modulate_fp8 --gpu h200 --budget 3,3.5m --reps 10 \
+    --summary-out "$R/search_modulate_fp8.json"
+  TAILN=20 run bench_fp8 120 python3 -m runtime.bench_fp8 --rows 38248 --out "$R/bench_fp8.json"
+  cp .rsi/rsi.db "$R/rsi.db"
+  tar -czf "$OUT/run33-modulate.tgz" -C /tmp run33-modulate -C "$PWD" verified_kernels
 fi

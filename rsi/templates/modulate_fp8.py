@@ -18,7 +18,10 @@ A program owns ROWS whole rows in registers (x read once); the row's amax is tak
 sign cleared (int16: NaN > Inf > every finite value), the scale is ``div_rn(amax, 448)`` and the quotient
 ``div_rn(h, scale)`` converted with ``cvt.rn.satfinite`` (nearest even, saturating at 448). w, scale and shift rows
 (L2 hits) are loaded ``evict_last`` after the reduction. STREAM = 1 loads x with ``.cg`` and stores h8 with ``.cs``.
-Config: SPLIT, ROWS, num_warps, EVICT (policy of the x load), STREAM.
+QUOT 1 replaces the per-element ``div_rn`` of the quantiser by the row reciprocal and one Markstein correction
+(``tl.fma``, explicit, so it survives ``enable_fp_fusion=False``; rsi/refs/fp8_quotient.py: the same byte for every
+bf16 value and row scale, checked exhaustively).
+Config: SPLIT, ROWS, num_warps, EVICT (policy of the x load), STREAM, QUOT.
 """
 
 import triton
@@ -32,6 +35,8 @@ E4M3_MAX = tl.constexpr(448.0)
 NONFINITE_BITS = tl.constexpr(0x7F80)    # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
 NAN_BITS = tl.constexpr(0x7FC00000)      # the fp32 NaN of a non-finite row's scale
 NAN_BYTE = tl.constexpr(0x7F)            # e4m3fn's NaN
+TINY_SCALE = tl.constexpr(2.0**-64)      # below it the row is lifted by 2**64 so that its reciprocal stays finite
+LIFT = tl.constexpr(2.0**64)
 
 
 @triton.jit
@@ -45,9 +50,18 @@ def _row_scale(abits):
 
 
 @triton.jit
-def _quantise(hf, scale, bad):
+def _quantise(hf, scale, bad, QUOT: tl.constexpr):
     """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN bytes where bad (all broadcast to hf)."""
-    q = tl.div_rn(hf, scale).to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
+        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
+        sk = scale * -nk
+        nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
+        nhk = hf * nk
+        q0 = nhk * nr
+        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
+    else:
+        q = tl.div_rn(hf, scale)
+    q = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     return tl.where(bad, NAN_BYTE, q).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
 
 
@@ -90,10 +104,10 @@ def _affine(x, rstd, t64, rmask, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, 
 
 @triton.jit
 def _put(q_ptr, h, scale, bad, rows64, rmask, n_cols, stride_q, OFF: tl.constexpr, BLOCK: tl.constexpr,
-         SMOD: tl.constexpr):
+         SMOD: tl.constexpr, QUOT: tl.constexpr):
     cols = OFF + tl.arange(0, BLOCK)
     m = rmask[:, None] & (cols[None, :] < n_cols)
-    q = _quantise(h.to(tl.float32), scale[:, None], bad[:, None])
+    q = _quantise(h.to(tl.float32), scale[:, None], bad[:, None], QUOT)
     tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q, mask=m, cache_modifier=SMOD)
 
 
@@ -101,7 +115,8 @@ def _put(q_ptr, h, scale, bad, rows64, rmask, n_cols, stride_q, OFF: tl.constexp
 def _modulate_fp8_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_rows, n_cols, n_cols_f,
                          eps, stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
                          stride_idx, stride_q, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr, LOG: tl.constexpr,
-                         ROWS: tl.constexpr, EVICT: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr):
+                         ROWS: tl.constexpr, EVICT: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr,
+                         QUOT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < n_rows
     rows64 = rows.to(tl.int64)
@@ -123,13 +138,13 @@ def _modulate_fp8_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_p
                          stride_shc, stride_scr, stride_scc, BLOCK_A, BLOCK_B)
         abits = tl.maximum(abits, bb)
     qscale, bad = _row_scale(abits)
-    _put(q_ptr, ha, qscale, bad, rows64, rmask, n_cols, stride_q, 0, BLOCK_A, SMOD)
+    _put(q_ptr, ha, qscale, bad, rows64, rmask, n_cols, stride_q, 0, BLOCK_A, SMOD, QUOT)
     if BLOCK_B > 0:
-        _put(q_ptr, hb, qscale, bad, rows64, rmask, n_cols, stride_q, BLOCK_A, BLOCK_B, SMOD)
+        _put(q_ptr, hb, qscale, bad, rows64, rmask, n_cols, stride_q, BLOCK_A, BLOCK_B, SMOD, QUOT)
     tl.store(s_ptr + rows64, qscale, mask=rmask)
 
 
-def launch(x, w, shift, scale, idx, SPLIT=1, ROWS=1, num_warps=4, EVICT="", STREAM=1):
+def launch(x, w, shift, scale, idx, SPLIT=1, ROWS=1, num_warps=4, EVICT="", STREAM=1, QUOT=0):
     n_rows, n_cols = x.shape
     full = triton.next_power_of_2(n_cols)
     block_a = full // 2 if SPLIT and full > 1 else full
@@ -140,6 +155,6 @@ def launch(x, w, shift, scale, idx, SPLIT=1, ROWS=1, num_warps=4, EVICT="", STRE
         x, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1),
         w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0),
         h8.stride(0), BLOCK_A=block_a, BLOCK_B=block_b, LOG=LOG2_MAX, ROWS=ROWS, EVICT=EVICT,
-        XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", num_warps=num_warps,
+        XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, num_warps=num_warps,
         enable_fp_fusion=False)  # no fma(x, x, y * y) in the sum of squares: the reference rounds x * x first
     return h8, h_scale

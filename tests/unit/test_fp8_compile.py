@@ -65,10 +65,13 @@ cfg = load_space("modulate_fp8").heuristic()
 types = {"x_ptr": "*bf16", "w_ptr": "*bf16", "shift_ptr": "*bf16", "scale_ptr": "*bf16", "idx_ptr": "*i64",
          "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "n_cols_f": "fp32", "eps": "fp32"}
 const = {"stride_xc": 1, "stride_w": 1, "BLOCK_A": 4096, "BLOCK_B": 2048, "LOG": m.LOG2_MAX, "ROWS": cfg["ROWS"],
-         "EVICT": cfg["EVICT"], "XMOD": ".cg" if cfg["STREAM"] else "", "SMOD": ".cs" if cfg["STREAM"] else ""}
+         "EVICT": cfg["EVICT"], "XMOD": ".cg" if cfg["STREAM"] else "", "SMOD": ".cs" if cfg["STREAM"] else "",
+         "QUOT": 0}   # QUOT 0 here: the no-fma check below is about the sum of squares (QUOT 1's fmas are explicit)
 out["modulate_fp8"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=cfg["num_warps"],
                                enable_fp_fusion=False)
 out["modulate_fp8_fused"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=cfg["num_warps"])
+out["modulate_fp8_quot"] = compile_(m._modulate_fp8_kernel, types, {**const, "QUOT": 1}, num_warps=cfg["num_warps"],
+                                    enable_fp_fusion=False)
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
 const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT")}
@@ -126,7 +129,7 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
     assert r["plain_div"]["ops"] == ["div.full.f32"]
     # QUOT: the per-element quotient is a reciprocal and fmas (one div.rn.f32 a row), fast swiglu's silu is ex2 with
     # the fp64 fallback still compiled in
-    for name in ("head_merge_fp8_quot", "swiglu_fp8_fast"):
+    for name in ("head_merge_fp8_quot", "swiglu_fp8_fast", "modulate_fp8_quot"):
         assert {"fma.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(r[name]["ops"]), (name, r[name])
     assert any(o.startswith("ex2.approx") for o in r["swiglu_fp8_fast"]["ops"]), r["swiglu_fp8_fast"]
     assert "div.rn.f64" in r["swiglu_fp8_fast"]["ops"] and "div.full.f32" in r["swiglu_fp8_fast"]["ops"]
