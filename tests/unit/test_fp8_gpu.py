@@ -51,15 +51,15 @@ def test_producer_bitwise_on_cuda(op, quot, tmp_path):
 def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
     """gate = all 65,536 bf16 values over 16 rows of 4096, up = 1 (tests/interp's every_bf16_gate): h is silu_c
     itself, so a kernel silu that differs from the reference's at any bf16 input changes h there (and, unless e4m3
-    rounding hides it, the bytes). The heuristic (FAST: fp32 silu with the fp64 redo, on ex2.approx here) and
-    FAST 0, and MAXN 1 (the whole-piece fallback)."""
+    rounding hides it, the bytes). FAST (fp32 silu on ex2.approx with the fp64 redo), FAST 0, and FAST with MAXN 1
+    (the whole-piece fallback)."""
     from tests.interp.test_fp8_producers import every_bf16_gate
 
     g = get_op_group("swiglu_fp8")
     tpl = _template("swiglu_fp8", tmp_path)
     x = every_bf16_gate("cuda")
     ref = g.reference(x)
-    for change in ({}, {"FAST": 0}, {"SUB": 32, "MAXN": 1}):
+    for change in ({"FAST": 1, "ROWS": 1}, {"FAST": 0}, {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1}):
         assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
 
 
