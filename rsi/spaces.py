@@ -234,9 +234,11 @@ def _heuristic_fp8_gemm_tiles(space: Space) -> dict[str, Any]:
 
 
 def _heuristic_fp8_modulate_rows(space: Space) -> dict[str, Any]:
-    """modulate_fp8: modulate's H200 choices (4096 + 2048 columns, one row, 4 warps, STREAM) and the reciprocal
-    quotient (QUOT, from head_merge_fp8's run 33 search). With QUOT 0, H200 run 22 measured 415.6 us at stage1."""
-    c = {"SPLIT": 1, "ROWS": 1, "num_warps": 4, "EVICT": "", "STREAM": 1, "QUOT": 1}
+    """modulate_fp8: 4096 + 2048 columns, one row, STREAM (modulate's H200 choices) and the reciprocal quotient
+    (QUOT, from head_merge_fp8's run 33 search), at 2 warps: H200 run 34b's probe (a sweep of warps and rows, not a
+    search) timed 196.3 us at stage1 against 378.4 us for modulate's 4 warps (fewer cross-thread levels of the
+    canonical sum of squares); run 22 had 415.6 us with 4 warps and QUOT 0."""
+    c = {"SPLIT": 1, "ROWS": 1, "num_warps": 2, "EVICT": "", "STREAM": 1, "QUOT": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

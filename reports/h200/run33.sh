@@ -9,14 +9,15 @@
 #                class, and the heuristic takes QUOT 1); the GPU tests of the fp8 producers (every bf16 gate through
 #                FAST's ex2.approx path, QUOT 0/1, every special case); runtime/bench_fp8.py: each producer against
 #                the bf16 op it replaces and against the runtime's unfused path, same loop, on the resulting lock.
-#   PART=modulate  modulate_fp8 with the reciprocal quotient, and the producer bench again on the resulting lock.
+#   PART=modulate  modulate_fp8 with the reciprocal quotient, and the producer bench again on the resulting lock
+#                (RUN_TAG=b: again after run 34b's probe moved the heuristic to 2 warps).
 # Run as `PART=search|check|modulate RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run33.sh` with carry
 # [".whl", ".tools", ".rsi/src.tgz"] (src.tgz: `git archive` of the commit, unpacked over the tree).
 set -o pipefail
 [ -f .rsi/src.tgz ] && tar -xzf .rsi/src.tgz
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1 RSI_BWRAP=$PWD/.tools/bwrap PYTHONPATH=/tmp/site:$PWD TRITON_CACHE_DIR=/tmp/triton_cache COLUMNS=160
-OUT=${OUT:-/tmp/out}; P=${PART:-search}; R=/tmp/run33-$P; mkdir -p "$R" "$OUT"
+OUT=${OUT:-/tmp/out}; P=${PART:-search}; R=/tmp/run33-$P${RUN_TAG:-}; mkdir -p "$R" "$OUT"
 sha256sum verified_kernels/LOCK.json > "$R/lock.txt"
 run() {  # name, cap (s), command...
   local name=$1 cap=$2; shift 2
@@ -58,5 +59,5 @@ if [ "$P" = modulate ]; then   # PART=modulate (third call): modulate_fp8 with Q
     --summary-out "$R/search_modulate_fp8.json"
   TAILN=20 run bench_fp8 120 python3 -m runtime.bench_fp8 --rows 38248 --out "$R/bench_fp8.json"
   cp .rsi/rsi.db "$R/rsi.db"
-  tar -czf "$OUT/run33-modulate.tgz" -C /tmp run33-modulate -C "$PWD" verified_kernels
+  tar -czf "$OUT/run33-modulate.tgz" -C /tmp run33-modulate${RUN_TAG:-} -C "$PWD" verified_kernels
 fi
