@@ -15,10 +15,12 @@ value; exact), ``div_rn(amax, 448)``, and per piece ``div_rn(h, scale)`` convert
 FAST 1 (one row a program) evaluates silu in fp32 first (``tl.exp``, the approximate ``/``: within (|g| + 11)
 fp32 ulps of the true value for |g| < 64, ``ex2.approx``'s 2**-22 and the rounding of g log2 e included) and keeps
 that bf16 rounding wherever the fp32 value is more than |g| + 16 ulps from a bf16 rounding midpoint (its low 16 bits
-against 0x8000), since there it equals silu_c's. The other elements (about 2.4e-4 of N(0, 2) inputs; every |g| >= 64
-or < 2**-60, NaN and Inf) take the fp64 path: a piece is a [BLOCK / SUB, SUB] tile, the sub-rows holding such an
+against 0x8000), since there it equals silu_c's. The other elements (0.35% of N(0, 2) gates; every |g| >= 64 or
+< 2**-60, NaN and Inf) take the fp64 path: a piece is a [BLOCK / SUB, SUB] tile, the sub-rows holding such an
 element are numbered (a cumulative sum; +-0 is exact on the fast path), their gate values re-read (from cache) into a [MAXN, SUB] tile evaluated in
-fp64, and gathered back; a piece with more than MAXN such sub-rows is evaluated in fp64 whole.
+fp64, and gathered back; a piece with more than MAXN such sub-rows is evaluated in fp64 whole. Bitwise on the H200
+for every bf16 gate, but slower than the fp64 silu (runs 33-35, docs/results.md: the redo costs ~470 us at stage1,
+and at 0.35% most 8192 pieces exceed MAXN 16).
 QUOT 1 replaces the per-element ``div_rn`` of the quantiser by the row reciprocal and one Markstein correction
 (rsi/refs/fp8_quotient.py: the same byte for every bf16 value and row scale, checked exhaustively).
 Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads), FAST, SUB, MAXN, QUOT.
