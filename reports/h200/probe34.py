@@ -47,6 +47,10 @@ SWIGLU = {
                                          [(SILU64, "    return g.to(tl.float32)\n")], True),
     "no silu, 1 row, 8 warps (wrong)": ({"ROWS": 1, "num_warps": 8},
                                         [(SILU64, "    return g.to(tl.float32)\n")], True),
+    "FAST 0, 1 row, 8 warps": ({"ROWS": 1, "num_warps": 8}, [], False),
+    "FAST 0, 2 rows, 16 warps": ({"ROWS": 2, "num_warps": 16}, [], False),
+    "FAST 0, 1 row, 4 warps": ({"ROWS": 1, "num_warps": 4}, [], False),
+    "FAST 0, 4 rows, 32 warps": ({"ROWS": 4, "num_warps": 32}, [], False),
     "FAST 1, no redo at all, 8 warps (wrong)": ({"FAST": 1, "ROWS": 1, "num_warps": 8},
                                                 [("    if n_near > MAXN:\n", "    if MAXN < 0:\n"),
                                                  (REDO, "        s = sf.to(tl.bfloat16).to(tl.float32)\n")], True),
@@ -118,6 +122,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="probe34.json")
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--only", choices=("swiglu_fp8", "modulate_fp8"), default=None, help="probe one op (run 34c)")
     a = p.parse_args()
     if not torch.cuda.is_available():
         print("probe34 needs a CUDA GPU", file=sys.stderr)
@@ -128,8 +133,9 @@ def main() -> int:
     kernels = Kernels("verified", root=".")
     res = {"env": capture(), "command": "python3 reports/h200/probe34.py " + " ".join(sys.argv[1:]),
            "method": T.METHOD,
-           "swiglu_fp8": probe("swiglu_fp8", "swiglu", SWIGLU, kernels, a.reps),
-           "modulate_fp8": probe("modulate_fp8", "modulate", MODULATE, kernels, a.reps)}
+           **{op: probe(op, base, variants, kernels, a.reps)
+              for op, base, variants in (("swiglu_fp8", "swiglu", SWIGLU), ("modulate_fp8", "modulate", MODULATE))
+              if a.only in (None, op)}}
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2, default=str)
     return 0
