@@ -113,7 +113,7 @@ def _piece_fast(x_ptr, row64, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.con
     sf = gf / (1.0 + tl.exp(-gf))
     dist = tl.abs((sf.to(tl.int32, bitcast=True) & 0xFFFF) - 0x8000).to(tl.float32)
     ag = tl.abs(gf)
-    near = m & ((dist <= ag + NEAR_ULPS) | (ag >= SAFE_G) | ((ag < TINY_G) & (ag != 0.0)) | (gf != gf))
+    near = m & ((dist <= ag + NEAR_ULPS) | ~(ag < SAFE_G) | ((ag < TINY_G) & (ag != 0.0)))   # ~(<): NaN too
     flag = tl.max(near.to(tl.int32), 1)                                       # [NSUB] sub-rows to redo
     n_near = tl.sum(flag, 0)
     if n_near > MAXN:
