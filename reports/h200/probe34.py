@@ -1,7 +1,7 @@
-"""H200 run 34: where the fused producers' time goes (a probe, not a search: nothing here is promoted).
+"""H200 runs 34, 34b and 34c: where the fused producers' time goes (a probe, not a search: nothing here is promoted).
 
 Variants of the swiglu_fp8 and modulate_fp8 templates made by replacing one piece of their source, timed side by
-side with the bf16 kernel each producer replaces and a copy of the same bytes, in one interleaved loop per op
+side with the bf16 kernel each producer replaces, in one interleaved loop per op
 (rsi.harness.timing: shuffled order per repetition, L2 flushed, CUDA events). Variants marked "wrong" compute
 something else on purpose (a speed reference: what the kernel would cost without that piece); the rest are checked
 bitwise against the op's reference on the first input set before timing.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 run 33 (eighth session), two calls on one warm machine:
+# H200 run 33 (eighth session), four calls (search, check, modulate, modulate with RUN_TAG=b):
 #   PART=search  the fused producers with the new arithmetic: swiglu_fp8 (heuristic FAST 1 + QUOT 1: fp32 silu with
 #                the near-midpoint elements redone in fp64, the reciprocal quotient; its unfused incumbent in its own
 #                class, which run 32a could not vet) and head_merge_fp8 (new QUOT axis, searched; new unfused

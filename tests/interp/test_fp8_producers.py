@@ -151,6 +151,46 @@ def test_swiglu_fast_every_bf16_gate(change):
     assert _bitwise(broken.launch(x, **{**cfg, "MAXN": 16}), g.reference(x)).startswith("output 0: not bitwise")
 
 
+def one_gate_rows(gates: torch.Tensor) -> torch.Tensor:
+    """x [N, 32]: row i has gate gates[i] and up 1 in column 0, gate 0 and up 0 elsewhere, so its scale is
+    |silu_c(gates[i])| / 448 exactly: the scale shows every bit of each h, not only what survives e4m3 rounding."""
+    x = torch.zeros(gates.numel(), 32, dtype=torch.bfloat16, device=gates.device)
+    x[:, 0] = gates
+    x[:, 16] = 1.0
+    return x
+
+
+FAST_SMALL = {"BLOCK_A": 16, "BLOCK_B": 0, "BLOCK_C": 0, "ROWS": 1, "num_warps": 1, "FAST": 1, "SUB": 4, "MAXN": 2}
+
+
+def test_swiglu_fast_window_catches_misrounding():
+    """FAST's near-midpoint window at work: the fp32 silu is perturbed up by 2**-20 (8 to 16 ulps, inside the window
+    |g| + 16) on gates whose fp32 silu lies 1 to 8 ulps under a bf16 midpoint (numpy's fp32 path, which the
+    interpreter runs), so the perturbed value crosses it. With the window the redo restores silu_c at every such
+    gate (scales equal the reference's); without it the scales differ."""
+    g = get_op_group("swiglu_fp8")
+    allg = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    allg = allg[torch.isfinite(allg) & (allg.float().abs() < 32) & (allg.float().abs() > 2**-60)]
+    gf = allg.float().numpy()
+    with np.errstate(over="ignore"):
+        sf = (gf / (np.float32(1.0) + np.exp(-gf))).astype(np.float32)
+    low = sf.view(np.int32) & 0xFFFF
+    pick = torch.from_numpy((low >= 0x8000 - 8) & (low < 0x8000))
+    gates = allg[pick]
+    assert gates.numel() >= 3          # 3 with numpy 2 (5.5e-3, 7.8e-3, 5.94)
+    x = one_gate_rows(gates)
+    ref = g.reference(x)
+    src = template_source("swiglu_fp8")
+    old = "    sf = gf / (1.0 + tl.exp(-gf))\n"
+    assert src.count(old) == 1
+    bumped = src.replace(old, "    sf = (gf / (1.0 + tl.exp(-gf))) * (1.0 + 2.0**-20)\n")
+    assert not _bitwise(_module(bumped, "tpl_swiglu_bumped").launch(x, **FAST_SMALL), ref)
+    window = "(dist <= ag + NEAR_ULPS) | "
+    assert bumped.count(window) == 1
+    blind = _module(bumped.replace(window, ""), "tpl_swiglu_blind")
+    assert _bitwise(blind.launch(x, **FAST_SMALL), ref).startswith("output 1: not bitwise")
+
+
 @pytest.mark.parametrize("quot", [0, 1])
 def test_in_kernel_quantiser_on_crafted_rows(quot):
     """head_merge_fp8's kernel is the quantiser alone: rows of exact ties, values at and beyond 448 after division,

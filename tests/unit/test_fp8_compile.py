@@ -49,7 +49,7 @@ def compile_(fn, types, const, **options):
     pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
             r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32")
     return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared,
-            "ops": sorted({m for p in pats for m in re.findall(p, ptx)})}
+            "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
 out = {}
 m = load("fp8_linear")
@@ -80,7 +80,7 @@ out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
-         "QUOT": cfg.get("QUOT", 0)}
+         "QUOT": 0}   # the IEEE quotient per element; head_merge_fp8_quot below is the heuristic's QUOT 1
 out["head_merge_fp8"] = compile_(m._merge_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
                                  const, num_warps=cfg["num_warps"])
 out["head_merge_fp8_quot"] = compile_(m._merge_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
@@ -132,4 +132,9 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
     for name in ("head_merge_fp8_quot", "swiglu_fp8_fast", "modulate_fp8_quot"):
         assert {"fma.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(r[name]["ops"]), (name, r[name])
     assert any(o.startswith("ex2.approx") for o in r["swiglu_fp8_fast"]["ops"]), r["swiglu_fp8_fast"]
+    # and no division per element left: one div.rn.f32 for the scale and one for the reciprocal a row (modulate_fp8
+    # two more for its rstd; head_merge's QUOT 0 build has one per element a thread holds)
+    for name, most in (("head_merge_fp8_quot", 2), ("modulate_fp8_quot", 4), ("swiglu_fp8_fast", 2)):
+        assert r[name]["div_rn_f32"] <= most, (name, r[name]["div_rn_f32"])
+    assert r["head_merge_fp8"]["div_rn_f32"] >= 16, r["head_merge_fp8"]["div_rn_f32"]
     assert "div.rn.f64" in r["swiglu_fp8_fast"]["ops"] and "div.full.f32" in r["swiglu_fp8_fast"]["ops"]

@@ -1,7 +1,7 @@
-"""The fp8 op groups on a GPU (skipped without CUDA; never run at the time of writing): the producers' heuristic
-templates give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8 for
-every bf16 gate value (its fp64 silu against torch's on the same GPU), and fp8_linear's heuristic template and the
-_scaled_mm incumbent pass the approximate class at an H3 shape."""
+"""The fp8 op groups on a GPU (skipped without CUDA; H200 runs 33 and 36): the producers' heuristic templates, with
+QUOT 0 and 1, give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8
+for every bf16 gate value (bytes, and each gate's silu through its row scale), and fp8_linear's heuristic template
+and the _scaled_mm incumbent pass the approximate class at an H3 shape."""
 
 from __future__ import annotations
 
@@ -61,6 +61,22 @@ def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
     ref = g.reference(x)
     for change in ({"FAST": 1, "ROWS": 1}, {"FAST": 0}, {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1}):
         assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
+
+
+def test_swiglu_fp8_every_bf16_gate_scale_on_cuda(tmp_path):
+    """Every finite bf16 gate in its own row (tests/interp's one_gate_rows): the row's scale is |silu_c(g)| / 448
+    exactly, so any silu bit that differs from the reference's shows, not only those e4m3 rounding keeps. FAST (small
+    and production tiles) and FAST 0."""
+    from tests.interp.test_fp8_producers import FAST_SMALL, one_gate_rows
+
+    g = get_op_group("swiglu_fp8")
+    tpl = _template("swiglu_fp8", tmp_path)
+    gates = torch.arange(0, 1 << 16, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16)
+    x = one_gate_rows(gates[torch.isfinite(gates)])
+    ref = g.reference(x)
+    heur = load_space("swiglu_fp8").heuristic()
+    for cfg in (FAST_SMALL, {**heur, "FAST": 1, "ROWS": 1, "num_warps": 16}, heur):
+        assert _same_bytes(tpl.launch(x, **cfg), ref), cfg
 
 
 def test_fp8_linear_on_cuda(tmp_path):

@@ -1,5 +1,5 @@
 """The quantisers' reciprocal quotient (rsi/refs/fp8_quotient.py) gives the IEEE quotient's e4m3 byte: every bf16
-|h| <= amax for 64 amax values spread over bf16's whole range (subnormal, lifted and normal row scales; the full
+|h| <= amax for 62 amax values spread over bf16's whole range (subnormal, lifted and normal row scales; the full
 check over every amax is ``python -m rsi.refs.fp8_quotient``), the sign of zeros, and the exact fp32 fma it rests
 on. Without the correction step (q0 alone) bytes differ, so the check can fail."""
 
