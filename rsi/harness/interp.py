@@ -83,10 +83,10 @@ def patch_interpreter_rounding() -> bool:
         return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
     original_fma = builder.create_fma
+    from rsi.refs.fp8_quotient import fma32
 
     def create_fma(self, x, y, z):
         if z.dtype.scalar == tl.float32 and x.dtype.scalar == tl.float32 and y.dtype.scalar == tl.float32:
-            from rsi.refs.fp8_quotient import fma32
             return interpreter.TensorHandle(fma32(x.data, y.data, z.data), tl.float32)
         return original_fma(self, x, y, z)
 

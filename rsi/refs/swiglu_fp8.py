@@ -24,8 +24,8 @@ in g in [-97, -89], where F.silu's fp32 exp(-g) overflows and it returns -0 whil
 Cost: an fp64 exp and division per output element (~35 fp64 instructions). Measured (H200): 704 us at stage1 in
 run 31 against 208 us for the bf16 swiglu kernel; 651 us with the reciprocal quotient (rsi/refs/fp8_quotient.py) at
 the same config and 570 us at two rows and 32 warps (runs 33, 34b), faster than swiglu plus the compiled quantiser
-(660 us) but still 2.76x the bf16 op. A
-fp32 silu with only near-midpoint elements redone in fp64 (the template's FAST) was bitwise but slower (916 us).
+(660 us) but still 2.76x the bf16 op. A fp32 silu with only near-midpoint elements redone in fp64 (the template's
+FAST) was bitwise but slower (916 us).
 
 Incumbent ``swiglu_then_quantize``: what the runtime runs where no fused kernel serves, ATen's swiglu (rsi/refs/swiglu.py's
 reference; the runtime's verified swiglu kernel is bitwise equal to it) then the compiled per-row quantiser
