@@ -10,8 +10,9 @@ Modes (``AttentionConfig.mode``):
   38,248 rows, 6.24 vs 12.18 ms at LTX-2's 16,128 rows): cuDNN, flash, memory-efficient, math (SDPA falls through
   the list when a backend does not support the inputs). On the CPU plain SDPA runs.
 * ``fp8`` (lossy): the transformer blocks' self-attention of both stages runs the ``attention_fp8`` op group (Q, K,
-  V in e4m3 with per-head scales): its verified kernel, else its reference (fp32 math on the quantised values:
-  right, but slow at full size).
+  V in e4m3 with per-head scales): its verified kernel, else cuDNN's fused FP8 attention on CUDA from Hopper on
+  (runtime/attention_fp8_cudnn.py, with nvidia-cudnn-frontend installed), else the op group's reference (fp32 math
+  on the quantised values: right, but slow at full size).
 * ``sol`` (lossy): the refiner's video self-attention from layer ``dense_layers`` on runs the ``sol_attn`` op
   group (Sol-Attn block selection, then block-sparse attention) with threshold ``tau = taus[step]`` (the report's
   schedule 1.0, 1.25, 1.5 over the three refiner updates); stage 1 and the first ``dense_layers`` refiner layers
@@ -192,7 +193,7 @@ class Attention:
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
             with self._timed("fp8"):
-                o = self._dispatch("attention_fp8", fp8_reference, q, k, v, cu)
+                o = self._dispatch("attention_fp8", fp8_fallback, q, k, v, cu)
         elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
             tau = cfg.tau(w.step)
             with self._timed("sol"):
@@ -229,10 +230,14 @@ class Attention:
         self.density.append({"step": self.where.step, "layer": self.where.layer, "tau": tau, "density": d})
 
 
-def fp8_reference(q, k, v, cu):
-    """The attention_fp8 op group's reference (its verified kernel's fallback)."""
+def fp8_fallback(q, k, v, cu):
+    """attention_fp8 without a verified kernel: cuDNN's FP8 attention where it can run, else the op group's
+    reference."""
     from rsi.refs import attention_fp8
+    from runtime import attention_fp8_cudnn
 
+    if q.is_cuda and attention_fp8_cudnn.available(q.device)[0]:
+        return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
     return attention_fp8.reference(q, k, v, cu)
 
 
@@ -253,7 +258,8 @@ def describe(cfg: AttentionConfig | None = None) -> str:
     base = ("dense: the verified `attention` kernel where locked, else SDPA per document, backend priority "
             + " > ".join(BACKEND_NAMES))
     if cfg.mode == "fp8":
-        return base + "; fp8 (lossy): the denoising blocks' self-attention through `attention_fp8`"
+        return base + ("; fp8 (lossy): the denoising blocks' self-attention through `attention_fp8` (verified "
+                       "kernel, else cuDNN's FP8 attention, else the reference)")
     if cfg.mode == "sol":
         return (base + f"; sol (lossy): refiner video self-attention from layer {cfg.dense_layers} through "
                        f"`sol_attn`, tau per step {', '.join(f'{t:g}' for t in cfg.taus)}, block {cfg.block}")

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 mkdir -p .whl .whl-av .whl-report .tools
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 # One call carries at most 64 MiB, so the wheels come in three folders, carried as a call needs them:
-#   .whl/        rsi search / verify / bench and the runtime (optuna and its needs; diffusers, the peer library)
+#   .whl/        rsi search / verify / bench and the runtime (optuna and its needs; diffusers, the peer library;
+#                cuDNN's frontend for FP8 attention)
 #   .whl-av/     PyAV, for the MP4 mux (40 MB; runs with --no-mux do without it)
 #   .whl-report/ matplotlib, pandas and their needs: rsi nightly's report
 fetch() {
@@ -19,6 +20,7 @@ fetch() {
 }
 fetch .whl optuna==4.6.0 alembic==1.17.2 sqlalchemy==2.0.44 colorlog==6.10.1 mako==1.3.10 greenlet==3.2.4 \
   diffusers==0.42.1 importlib_metadata==8.7.0
+fetch .whl nvidia-cudnn-frontend==1.23.0   # cuDNN's graph API: FP8 attention (runtime/attention_fp8_cudnn.py)
 fetch .whl pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pygments==2.21.0 packaging==26.4  # the GPU tests (tests/unit/test_fp8_gpu.py)
 fetch .whl-av av==16.0.1
 fetch .whl-report matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 \

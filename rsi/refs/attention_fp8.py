@@ -54,7 +54,9 @@ Shapes, layouts, dims_of, fake, schema, flops and bytes: attention's. flops_kind
 compares with the dense fp8 tensor-core peak (1,979 TFLOP/s on the H200; the bf16 peak, 989, would reject an honest
 fp8 kernel above ~1.74x cuDNN's 567 TFLOP/s at h3_full). Incumbents (``baselines``):
 attention's, dense bf16 SDPA per backend and FlexAttention (rsi/refs/attention_baselines.py), which pass this class
-(rel-L2 0.002 on the CPU: flash, flex): an fp8 kernel is promoted only if it beats dense attention.
+(rel-L2 0.002 on the CPU: flash, flex), and ``cudnn_fp8``, cuDNN's fused FP8 attention with per-head scales kept
+through one score descale (runtime/attention_fp8_cudnn.py; CUDA, Hopper on): an fp8 kernel is promoted only if it
+beats dense attention and cuDNN's FP8 attention.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ import torch
 
 from rsi.contract import Approximate, OpGroup, SpecialCase
 from rsi.refs import attention as A
-from rsi.refs.attention_baselines import BASELINES
+from rsi.refs.attention_baselines import FP8_BASELINES
 from rsi.refs.common import BF16, SPECIAL_ZERO_PREFIX, SPECIAL_ZEROS, _map_float
 from rsi.refs.fp8_common import E4M3, E4M3_MAX, e4m3
 
@@ -198,7 +200,7 @@ OP_GROUP = OpGroup(
     dims_of=A.dims_of,
     fake=A.fake,
     schema=A.SCHEMA,
-    baselines=BASELINES,
+    baselines=FP8_BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
     heavy_shapes=("h3_full",),   # seeds and refill only there; specials and layouts at the other shapes
 )

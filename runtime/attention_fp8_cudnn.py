@@ -1,0 +1,202 @@
+"""FP8 attention through cuDNN's fused FP8 SDPA (``sdpa_fp8`` of nvidia-cudnn-frontend; Hopper and later).
+
+A library path, like ``Fp8Linear``'s ``torch._scaled_mm``: the ``attention_fp8`` op's signature and class
+(rsi/refs/attention_fp8.py: q, k, v [S, H, D] bf16 with any strides, cu_seqlens int32 [n_docs + 1] -> contiguous
+[S, H, D] bf16; e4m3 inputs, lossy), judged as its incumbent ``cudnn_fp8`` (rsi/refs/attention_baselines.py) and
+run by ``--attention fp8`` where no verified kernel serves (runtime/attention.py).
+
+cuDNN's graph takes one scalar descale per tensor, while the op quantises per head (q's heads may lie 2^16 apart,
+beyond e4m3's range). Per-head range is kept with scalar descales:
+
+* per head h, over every row: ``aq_h, ak_h, av_h = max |q|, max |k|, max |v|`` (``head_amax``; NaN or Inf when the
+  head holds one);
+* q and k share the score's scale: with ``p_h = aq_h ak_h`` and ``P = max p_h`` over the finite heads, head h is
+  quantised with ``sq_h = aq_h / t_h`` and ``sk_h = ak_h / t_h``, ``t_h = 448 sqrt(p_h / P)``, so that
+  ``sq_h sk_h = P / 448^2 = c`` for every head: the scores are ``c (q8 . k8) / sqrt(D)`` with one descale c (computed
+  in fp64, then fp32; where c underflows the scores are below 2^-126 and the softmax uniform either way). The
+  head with the largest |q||k| uses e4m3's whole range; a head whose product is r times smaller loses sqrt(r) of
+  range on q and on k (still e4m3's 3-bit mantissa while its values stay above 2^-6 of the scale). A head with
+  ``p_h = 0`` (q or k all zero: scores 0) uses ``max / 448`` or 1 per tensor.
+* v per head as the op: ``sv_h = av_h / 448`` (1 for a zero head), descale 1 in the graph, and the bf16 output of
+  head h multiplied by ``sv_h`` afterwards (fp32 product, one bf16 rounding; two bf16 roundings in all);
+* P (the probabilities, at most 1 before the softmax's final division) enters the PV product as e4m3 with scale
+  ``S_SCALE`` = 256 (FA3's scheme; cuDNN's ``scale_s`` / ``descale_s``), accumulation in fp32;
+* a head whose q, k or v holds a NaN or Inf: every output of that head is NaN (as the op).
+
+Quantisation: two Triton kernels, per-head amax (on bf16 bit patterns: NaN > Inf > finite) and the quotient
+``x / s_h`` rounded to e4m3 (nearest even, saturating at 448, NaN kept). cuDNN then runs per document, one graph
+per (rows, heads, head dim) built once (~1 s) and cached; a document is a [1, H, n, D] view of the contiguous e4m3
+buffers and of the output. ``available()`` says whether this path can run here and why not.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+E4M3_MAX = 448.0
+S_SCALE = 256.0          # P (<= 1) -> e4m3 for the PV product
+BLOCK_S = 64             # rows per program of both kernels
+
+# graph tensor uids
+_Q, _K, _V, _O, _DQ, _DK, _DV, _DS, _SS, _SO, _AS, _AO = range(12)
+
+
+@triton.jit
+def _amax_kernel(x_ptr, out_ptr, S, H, D, sxs, sxh, sxd,
+                 BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out[pid_s, h] = max over BLOCK_S rows and D columns of head h of |x|'s bf16 bits (int16, sign cleared)."""
+    pid_s, h = tl.program_id(0), tl.program_id(1)
+    rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
+    cols = tl.arange(0, BLOCK_D)
+    m = (rows[:, None] < S) & (cols[None, :] < D)
+    ptr = x_ptr + rows.to(tl.int64)[:, None] * sxs + h.to(tl.int64) * sxh + cols.to(tl.int64)[None, :] * sxd
+    x = tl.load(ptr, mask=m, other=0.0)
+    bits = x.to(tl.int16, bitcast=True) & 0x7FFF
+    tl.store(out_ptr + pid_s * H + h, tl.max(tl.max(bits, axis=1), axis=0))
+
+
+@triton.jit
+def _quantise_kernel(x_ptr, s_ptr, y_ptr, S, H, D, sxs, sxh, sxd,
+                     BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """y[r, h, :] = e4m3(x[r, h, :] / s[h]), y contiguous [S, H, D]; saturating at 448, NaN kept."""
+    pid_s, h = tl.program_id(0), tl.program_id(1)
+    rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
+    cols = tl.arange(0, BLOCK_D)
+    m = (rows[:, None] < S) & (cols[None, :] < D)
+    r64, c64 = rows.to(tl.int64)[:, None], cols.to(tl.int64)[None, :]
+    x = tl.load(x_ptr + r64 * sxs + h.to(tl.int64) * sxh + c64 * sxd, mask=m, other=0.0).to(tl.float32)
+    q = tl.div_rn(x, tl.load(s_ptr + h))
+    q = tl.where(q == q, tl.minimum(tl.maximum(q, -448.0), 448.0), q)  # noqa: PLR0124 (NaN stays NaN)
+    tl.store(y_ptr + (r64 * H + h) * D + c64, q.to(tl.float8e4nv), mask=m)
+
+
+def _grid(S: int, H: int) -> tuple[int, int]:
+    return (triton.cdiv(S, BLOCK_S), H)
+
+
+def head_amax(x: torch.Tensor) -> torch.Tensor:
+    """x [S, H, D] bf16 (any strides) -> fp32 [H]: max |x| per head (NaN if the head holds a NaN, else Inf if an
+    Inf); 0 for no rows."""
+    S, H, D = x.shape
+    if S == 0 or D == 0:
+        return torch.zeros(H, dtype=torch.float32, device=x.device)
+    part = torch.empty((triton.cdiv(S, BLOCK_S), H), dtype=torch.int16, device=x.device)
+    _amax_kernel[_grid(S, H)](x, part, S, H, D, *x.stride(), BLOCK_S=BLOCK_S, BLOCK_D=triton.next_power_of_2(D))
+    return part.amax(0).view(torch.bfloat16).float()
+
+
+def quantise(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [S, H, D] bf16 (any strides), scale fp32 [H] -> contiguous float8_e4m3fn [S, H, D] (module docstring)."""
+    S, H, D = x.shape
+    y = torch.empty((S, H, D), dtype=torch.float8_e4m3fn, device=x.device)
+    if S and D:
+        _quantise_kernel[_grid(S, H)](x, scale, y, S, H, D, *x.stride(),
+                                      BLOCK_S=BLOCK_S, BLOCK_D=triton.next_power_of_2(D))
+    return y
+
+
+def scales(aq: torch.Tensor, ak: torch.Tensor, av: torch.Tensor):
+    """Per-head amax fp32 [H] of q, k, v -> (sq, sk, sv fp32 [H], c fp32 [1], bad bool [H]) (module docstring)."""
+    aq, ak, av = aq.double(), ak.double(), av.double()
+    bad = ~(torch.isfinite(aq) & torch.isfinite(ak) & torch.isfinite(av))
+    p = torch.where(bad, torch.zeros_like(aq), aq * ak)
+    pmax = p.max()
+    c = torch.where(pmax > 0, pmax / E4M3_MAX ** 2, torch.ones_like(pmax))
+    t = E4M3_MAX * torch.sqrt(p / torch.where(pmax > 0, pmax, torch.ones_like(pmax)))
+    one = torch.ones_like(aq)
+
+    def own(a):                          # a head with p = 0: the op's per-tensor rule
+        return torch.where(a > 0, a / E4M3_MAX, one)
+
+    sq = torch.where(p > 0, aq / torch.where(p > 0, t, one), own(aq))
+    sk = torch.where(p > 0, ak / torch.where(p > 0, t, one), own(ak))
+    sq, sk = (torch.where(bad, one, s) for s in (sq, sk))
+    sv = torch.where(bad, one, own(av))
+    return sq.float(), sk.float(), sv.float(), c.float().reshape(1), bad
+
+
+def available(device: torch.device | None = None) -> tuple[bool, str]:
+    """(True, "") where cuDNN's FP8 attention can run on ``device`` (default: the current CUDA device)."""
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    if dev.type != "cuda":
+        return False, f"device {dev} is not CUDA"
+    if torch.cuda.get_device_capability(dev)[0] < 9:
+        return False, "cuDNN's FP8 attention needs compute capability 9.0 (Hopper) or later"
+    try:
+        import cudnn  # noqa: F401
+    except ImportError as e:
+        return False, f"nvidia-cudnn-frontend is not installed ({e}); pip install nvidia-cudnn-frontend"
+    return True, ""
+
+
+@functools.cache
+def _handle(device_index: int):
+    import cudnn
+
+    with torch.cuda.device(device_index):
+        return cudnn.create_handle()
+
+
+@functools.cache
+def _graph(n: int, H: int, D: int, device_index: int):
+    """(graph, workspace) for one document of n rows: q, k, v e4m3 [1, H, n, D] with row stride H * D, bf16 out
+    in the same layout, scalar descales, no mask, scale 1 / sqrt(D), no softmax stats."""
+    import cudnn
+
+    handle = _handle(device_index)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    dim, stride = (1, H, n, D), (n * H * D, D, H * D, 1)
+    q, k, v = (g.tensor(uid=u, dim=dim, stride=stride, data_type=cudnn.data_type.FP8_E4M3) for u in (_Q, _K, _V))
+    one = {"dim": (1, 1, 1, 1), "stride": (1, 1, 1, 1), "data_type": cudnn.data_type.FLOAT}
+    dq, dk, dv, ds, ss, so = (g.tensor(uid=u, **one) for u in (_DQ, _DK, _DV, _DS, _SS, _SO))
+    o, _, amax_s, amax_o = g.sdpa_fp8(q=q, k=k, v=v, descale_q=dq, descale_k=dk, descale_v=dv, descale_s=ds,
+                                      scale_s=ss, scale_o=so, generate_stats=False, attn_scale=1.0 / math.sqrt(D),
+                                      use_causal_mask=False)
+    o.set_uid(_O).set_output(True).set_dim(dim).set_stride(stride).set_data_type(cudnn.data_type.BFLOAT16)
+    for t, u in ((amax_s, _AS), (amax_o, _AO)):
+        t.set_uid(u).set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(
+            cudnn.data_type.FLOAT)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    ws = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device=torch.device("cuda", device_index))
+    return g, ws
+
+
+def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens) -> torch.Tensor:
+    """The attention_fp8 op through cuDNN (module docstring). cu_seqlens: int32 tensor or list of bounds."""
+    import cudnn
+
+    S, H, D = q.shape
+    out = torch.empty((S, H, D), dtype=torch.bfloat16, device=q.device)
+    if S == 0:
+        return out
+    bounds = cu_seqlens if isinstance(cu_seqlens, list) else [int(b) for b in cu_seqlens.tolist()]
+    sq, sk, sv, c, bad = scales(head_amax(q), head_amax(k), head_amax(v))
+    q8, k8, v8 = quantise(q, sq), quantise(k, sk), quantise(v, sv)
+    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    one = torch.ones(1, dtype=torch.float32, device=q.device)
+    consts = {_DQ: one, _DK: c, _DV: one, _DS: one / S_SCALE, _SS: one * S_SCALE, _SO: one,
+              _AS: torch.empty(1, dtype=torch.float32, device=q.device),
+              _AO: torch.empty(1, dtype=torch.float32, device=q.device)}
+    handle = _handle(dev)
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream(q.device).cuda_stream)
+    for a, b in itertools.pairwise(bounds):
+        if b <= a:
+            continue
+        g, ws = _graph(b - a, H, D, dev)
+        g.execute({_Q: q8[a:b], _K: k8[a:b], _V: v8[a:b], _O: out[a:b], **consts}, ws, handle=handle)
+    out[:bounds[0]] = 0
+    out[bounds[-1]:] = 0     # rows outside every document (the op's reference leaves them 0)
+    return out.mul_(torch.where(bad, torch.full_like(sv, math.nan), sv)[None, :, None])
