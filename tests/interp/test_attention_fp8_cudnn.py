@@ -1,6 +1,6 @@
 """runtime/attention_fp8_cudnn.py on the CPU: its two Triton kernels under the interpreter (per-head amax, the e4m3
 quotient) against torch, the scalar-descale scales, and the whole scheme (a torch emulation of cuDNN's FP8 graph:
-e4m3 q, k, v with one score descale, P as e4m3 x 256, fp32 sums, bf16 out, the per-head v scale after) judged by
+e4m3 q, k, v with one score descale, P as e4m3 x 256, fp32 sums, e4m3 out, the per-head v scale after) judged by
 the attention_fp8 class on every interpreter shape, layout and special case. cuDNN itself runs only on the GPU
 (tests/unit/test_fp8_gpu.py)."""
 
@@ -44,6 +44,14 @@ def test_head_amax_matches_torch_on_a_strided_view():
     assert torch.equal(C.head_amax(x[:0]), torch.zeros(x.shape[1]))
 
 
+def test_dequantise_is_the_scaled_product():
+    o8 = e4m3(torch.randn(37, 3, 16) * 50)
+    s = torch.tensor([2.0 ** -3, 0.37, math.nan])
+    got = C.dequantise(o8, s)
+    want = (o8.float() * s[None, :, None]).to(torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got[:, :2], want[:, :2]) and bool(got[:, 2].isnan().all())
+
+
 def test_quantise_is_the_rounded_quotient():
     """e4m3(x / s_h) with the IEEE quotient, saturating at 448, NaN kept: bitwise against fp8_common's cast."""
     x = _heads()
@@ -75,11 +83,12 @@ def test_scales_share_one_score_descale():
 
 
 def emulate(q, k, v, cu):
-    """What the cuDNN graph computes, in torch (module docstring): P = exp(s - row max) rounded to e4m3 x 256."""
+    """What the cuDNN graph computes, in torch (module docstring): P = exp(s - row max) rounded to e4m3 x 256, the
+    output rounded to e4m3, then bf16(O8 x sv_h)."""
     S, H, D = q.shape
     sq, sk, sv, c, bad = C.scales(C.head_amax(q), C.head_amax(k), C.head_amax(v))
     q8, k8, v8 = (C.quantise(t, s).float() for t, s in ((q, sq), (k, sk), (v, sv)))
-    out = torch.zeros((S, H, D), dtype=torch.bfloat16)
+    out = torch.zeros((S, H, D), dtype=torch.float8_e4m3fn)
     for a, b in itertools.pairwise(int(x) for x in cu.tolist()):
         if b <= a:
             continue
@@ -88,9 +97,8 @@ def emulate(q, k, v, cu):
         p = torch.exp(s - s.amax(-1, keepdim=True))
         p8 = e4m3(p * C.S_SCALE).float()
         o = (p8 @ vd) / C.S_SCALE / p.sum(-1, keepdim=True)
-        out[a:b] = o.transpose(0, 1).to(torch.bfloat16)
-    scale = torch.where(bad, torch.full_like(sv, math.nan), sv)
-    return out.mul_(scale[None, :, None])
+        out[a:b] = e4m3(o.transpose(0, 1))                   # cuDNN's FP8 output on Hopper, scale_o 1
+    return C.dequantise(out, torch.where(bad, torch.full_like(sv, math.nan), sv))
 
 
 def _judge(out, inputs):
@@ -99,8 +107,10 @@ def _judge(out, inputs):
 
 
 def test_the_scheme_passes_the_class_everywhere():
-    """Every interpreter shape and layout, every special case on the first shape; within 1.3x the reference's
-    rel-L2 (its e4m3 P, as the op group's FA3-style template)."""
+    """Every interpreter shape and layout, every special case on the first shape; within 1.35x the reference's
+    rel-L2 (measured 1.21-1.30x: e4m3 P, as the op group's FA3-style template, and the e4m3 output), 1.55x on the
+    subnormal case (measured 1.53x: uniform attention, where the reference's v rounding averages out to 0.025 and
+    the output's one e4m3 rounding does not; the class's own limit there is 1.54x)."""
     g = get_op_group(OP)
     for shape in g.interp_shapes:
         for lay in range(g.n_layouts):
@@ -111,7 +121,8 @@ def test_the_scheme_passes_the_class_everywhere():
                 ok, stats, why = _judge(emulate(*inputs), inputs)
                 assert ok, (shape.name, lay, sc and sc.name, why)
                 if sc is None or sc.name != "zeros":
-                    assert stats["rel_l2"] <= 1.3 * stats["ref_rel_l2"], (shape.name, lay, sc and sc.name, stats)
+                    limit = 1.55 if sc is not None and sc.name == "subnormal" else 1.35
+                    assert stats["rel_l2"] <= limit * stats["ref_rel_l2"], (shape.name, lay, sc and sc.name, stats)
 
 
 def test_one_descale_without_the_balance_fails():

@@ -39,4 +39,4 @@ def test_cudnn_fp8_in_class_on_every_odd_shape_layout_and_special_case():
                 if sc is None:
                     emu = emulate(*inputs).float()
                     d = (out.float() - emu).norm() / emu.norm()
-                    assert float(d) < 0.02, (shape.name, lay, float(d))
+                    assert float(d) < 0.03, (shape.name, lay, float(d))
