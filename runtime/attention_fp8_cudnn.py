@@ -25,10 +25,13 @@ beyond e4m3's range). Per-head range is kept with scalar descales:
   ``S_SCALE`` = 256 (FA3's scheme; cuDNN's ``scale_s`` / ``descale_s``), accumulation in fp32;
 * a head whose q, k or v holds a NaN or Inf: every output of that head is NaN (as the op).
 
-Quantisation: Triton kernels for the per-head amax (on bf16 bit patterns: NaN > Inf > finite) and the quotient
-``x / s_h`` rounded to e4m3 (nearest even, saturating at 448, NaN kept) and the output's per-head scale. cuDNN runs per document, one graph
-per (rows, heads, head dim) built once (~1 s) and cached; a document is a [1, H, n, D] view of the contiguous e4m3
-buffers and of the output. ``available()`` says whether this path can run here and why not.
+Quantisation: Triton kernels for the per-head amax (on bf16 bit patterns: NaN > Inf > finite), the quotient
+``x / s_h`` rounded to e4m3 (nearest even, saturating at 448, NaN kept) and the output's per-head scale. cuDNN
+runs per document, one graph per (rows, heads, head dim) built once and cached with every execution plan cuDNN's heuristics offer; the first
+call with a document of at least ``TUNE_ROWS`` rows times them and keeps the fastest (``plans()`` lists what was
+chosen). A document is a [1, H, n, D] view of the contiguous e4m3 buffers and of the output. A document shape
+cuDNN has no plan for (one row on Hopper) runs the same arithmetic in torch (fp32 P). ``available()`` says whether
+this path can run here and why not.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ import triton.language as tl
 
 E4M3_MAX = 448.0
 S_SCALE = 256.0          # P (<= 1) -> e4m3 for the PV product
-BLOCK_S = 64             # rows per program of both kernels
+BLOCK_S = 64             # rows per program of the Triton kernels
+TUNE_ROWS = 1024         # documents of at least this many rows time every cuDNN plan on their first call
+TUNE_CALLS = 3
 
 # graph tensor uids
 _Q, _K, _V, _O, _DQ, _DK, _DV, _DS, _SS, _SO, _AS, _AO = range(12)
@@ -168,33 +173,91 @@ def _handle(device_index: int):
         return cudnn.create_handle()
 
 
-@functools.cache
-def _graph(n: int, H: int, D: int, device_index: int):
-    """(graph, workspace) for one document of n rows: q, k, v and out e4m3 [1, H, n, D] with row stride H * D,
-    scalar descales, no mask, scale 1 / sqrt(D), no softmax stats."""
-    import cudnn
+class _Doc:
+    """cuDNN's graph for documents of n rows (q, k, v and out e4m3 [1, H, n, D] with row stride H * D, scalar
+    descales, no mask, scale 1 / sqrt(D), no softmax stats), every execution plan its heuristics offer built, and
+    the fastest of them on the first call with at least ``TUNE_ROWS`` rows (CUDA events, ``TUNE_CALLS`` calls per
+    plan after one warm-up; below that the heuristics' first plan). ``graph`` is None where cuDNN has no plan for
+    this shape (one query row on Hopper: "s_q=1 on Hopper should go into sm80", whose engines take no FP8)."""
 
-    handle = _handle(device_index)
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
-                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-    dim, stride = (1, H, n, D), (n * H * D, D, H * D, 1)
-    q, k, v = (g.tensor(uid=u, dim=dim, stride=stride, data_type=cudnn.data_type.FP8_E4M3) for u in (_Q, _K, _V))
-    one = {"dim": (1, 1, 1, 1), "stride": (1, 1, 1, 1), "data_type": cudnn.data_type.FLOAT}
-    dq, dk, dv, ds, ss, so = (g.tensor(uid=u, **one) for u in (_DQ, _DK, _DV, _DS, _SS, _SO))
-    o, _, amax_s, amax_o = g.sdpa_fp8(q=q, k=k, v=v, descale_q=dq, descale_k=dk, descale_v=dv, descale_s=ds,
-                                      scale_s=ss, scale_o=so, generate_stats=False, attn_scale=1.0 / math.sqrt(D),
-                                      use_causal_mask=False)
-    o.set_uid(_O).set_output(True).set_dim(dim).set_stride(stride).set_data_type(cudnn.data_type.FP8_E4M3)
-    for t, u in ((amax_s, _AS), (amax_o, _AO)):
-        t.set_uid(u).set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(
-            cudnn.data_type.FLOAT)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
-    ws = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device=torch.device("cuda", device_index))
-    return g, ws
+    def __init__(self, n: int, H: int, D: int, device_index: int):
+        import cudnn
+
+        self.n, self.plan, self.plans, self.why = n, 0, [], ""
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=_handle(device_index))
+        dim, stride = (1, H, n, D), (n * H * D, D, H * D, 1)
+        q, k, v = (g.tensor(uid=u, dim=dim, stride=stride, data_type=cudnn.data_type.FP8_E4M3)
+                   for u in (_Q, _K, _V))
+        one = {"dim": (1, 1, 1, 1), "stride": (1, 1, 1, 1), "data_type": cudnn.data_type.FLOAT}
+        dq, dk, dv, ds, ss, so = (g.tensor(uid=u, **one) for u in (_DQ, _DK, _DV, _DS, _SS, _SO))
+        o, _, amax_s, amax_o = g.sdpa_fp8(q=q, k=k, v=v, descale_q=dq, descale_k=dk, descale_v=dv, descale_s=ds,
+                                          scale_s=ss, scale_o=so, generate_stats=False,
+                                          attn_scale=1.0 / math.sqrt(D), use_causal_mask=False)
+        o.set_uid(_O).set_output(True).set_dim(dim).set_stride(stride).set_data_type(cudnn.data_type.FP8_E4M3)
+        for t, u in ((amax_s, _AS), (amax_o, _AO)):
+            t.set_uid(u).set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(
+                cudnn.data_type.FLOAT)
+        try:
+            g.validate()
+            g.build_operation_graph()
+            g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+            g.check_support()
+        except cudnn.cudnnGraphNotSupportedError as e:
+            self.graph, self.why = None, str(e).splitlines()[0]
+            return
+        self.failed: dict[int, str] = {}
+        for i in range(g.get_execution_plan_count()):
+            try:
+                g.build_plan_at_index(i)
+            except Exception as e:          # noqa: BLE001 - a plan cuDNN cannot build here is skipped, and kept
+                self.failed[i] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            else:
+                self.plans.append(i)
+        if not self.plans:
+            self.graph, self.why = None, "no execution plan could be built"
+            return
+        self.graph, self.plan, self.tuned = g, self.plans[0], n < TUNE_ROWS or len(self.plans) == 1
+        self.names = {i: g.get_plan_name_at_index(i) for i in self.plans}
+        size = max(g.get_workspace_size_plan_at_index(i) for i in self.plans)
+        self.ws = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device_index))
+        self.timings_ms: dict[str, float] = {}
+
+    def run(self, pack: dict, handle) -> None:
+        if not self.tuned:
+            self._tune(pack, handle)
+        self.graph.execute_plan_at_index(pack, self.ws, self.plan, handle=handle)
+
+    def _tune(self, pack: dict, handle) -> None:
+        for i in self.plans:
+            self.graph.execute_plan_at_index(pack, self.ws, i, handle=handle)
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            ev[0].record()
+            for _ in range(TUNE_CALLS):
+                self.graph.execute_plan_at_index(pack, self.ws, i, handle=handle)
+            ev[1].record()
+            ev[1].synchronize()
+            self.timings_ms[self.names[i]] = ev[0].elapsed_time(ev[1]) / TUNE_CALLS
+        self.plan = min(self.plans, key=lambda i: self.timings_ms[self.names[i]])
+        self.tuned = True
+
+
+_DOCS: dict[tuple[int, int, int, int], _Doc] = {}      # (rows, heads, head dim, device) -> graph and plans
+
+
+def plans() -> list[dict]:
+    """Per document shape served so far: the plan in use and every plan's tuning time (ms), or why cuDNN has none."""
+    return [{"rows": d.n, "why_none": d.why} if d.graph is None else
+            {"rows": d.n, "plan": d.names[d.plan], "tuning_ms": dict(d.timings_ms)} for d in _DOCS.values()]
+
+
+def _emulated(q8, k8, v8, c, D: int) -> torch.Tensor:
+    """One document the graph cannot take, in torch with the graph's arithmetic but for P (fp32 here): [n, H, D]
+    e4m3 in, e4m3 out."""
+    qd, kd, vd = (t.float().transpose(0, 1) for t in (q8, k8, v8))
+    p = torch.softmax((qd @ kd.transpose(1, 2)) * (c * (1.0 / math.sqrt(D))), dim=-1)
+    o = (p @ vd).transpose(0, 1)
+    return torch.where(o.isnan(), o, o.clamp(-E4M3_MAX, E4M3_MAX)).to(torch.float8_e4m3fn)
 
 
 def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens) -> torch.Tensor:
@@ -218,7 +281,11 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens)
     for a, b in itertools.pairwise(bounds):
         if b <= a:
             continue
-        g, ws = _graph(b - a, H, D, dev)
-        g.execute({_Q: q8[a:b], _K: k8[a:b], _V: v8[a:b], _O: o8[a:b], **consts}, ws, handle=handle)
+        key = (b - a, H, D, dev)
+        d = _DOCS.get(key) or _DOCS.setdefault(key, _Doc(*key))
+        if d.graph is None:
+            o8[a:b] = _emulated(q8[a:b], k8[a:b], v8[a:b], c, D)
+        else:
+            d.run({_Q: q8[a:b], _K: k8[a:b], _V: v8[a:b], _O: o8[a:b], **consts}, handle)
     # rows outside every document stay 0 (as the op's reference); a non-finite head is NaN throughout
     return dequantise(o8, torch.where(bad, torch.full_like(sv, math.nan), sv))

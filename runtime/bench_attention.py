@@ -91,6 +91,10 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
                 row["error_vs_fp8_reference"] = error(out, fp8_ref)
             if name in ("attention", "attention_fp8"):
                 row["kernel"] = kernels.chosen(name, *sets[0])
+            if name == "cudnn_fp8" and dev.type == "cuda":
+                from runtime import attention_fp8_cudnn
+
+                row["cudnn_plans"] = attention_fp8_cudnn.plans()
             del out
             rows.append(row)
             sp, e = row.get("speedup_vs_sdpa_cudnn"), row["error_vs_exact"]

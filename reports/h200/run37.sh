@@ -11,7 +11,7 @@
 #  PART=b  4. the full refiner's end-to-end error with FP8 attention (rsi attention-quality --config full);
 #          5. the full-size two-stage request with --attention fp8 (and --precision fp8), same seed as bf16 dense,
 #             latents compared (runtime/latent_error.py).
-# Run as `PART=a RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run37.sh` with carry [".whl", ".rsi/src.tgz"].
+# PART=ab runs both in one call. Run as `PART=a RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run37.sh` with carry [".whl", ".rsi/src.tgz"].
 set -o pipefail
 [ -f .rsi/src.tgz ] && tar -xzf .rsi/src.tgz
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -26,7 +26,7 @@ run() {  # name, cap (s), command...
   timeout -s INT "$cap" "$@" > "$R/$name.log" 2>&1; echo "$name exit $? in $((SECONDS - t0)) s"
   grep -v "Warning\|warnings.warn" "$R/$name.log" | tail -12
 }
-if [ "$PART" = a ]; then
+if [[ "$PART" == *a* ]]; then
   python3 -c "import torch, cudnn; print('torch', torch.__version__, 'cudnn backend', torch.backends.cudnn.version(), \
 'frontend', cudnn.__version__, cudnn.backend_version_string())" 2>&1 | tee "$R/versions.txt"
   run gpu_test 150 python3 -m pytest tests/unit/test_attention_fp8_cudnn_gpu.py -v -p no:xdist -p no:cacheprovider \
@@ -35,7 +35,8 @@ if [ "$PART" = a ]; then
     --out "$R/bench_attention.json"
   run block 180 python3 -m runtime.bench_h200 --modes verified --attention dense fp8 --precision bf16 fp8 \
     --skip-request --blocks 2 --forward-reps 1 --out "$R/bench_block.json"
-else
+fi
+if [[ "$PART" == *b* ]]; then
   run quality_fp8_attention 120 python3 -m rsi attention-quality --config full --attention fp8 \
     --json "$R/quality_fp8_attention.json"
   for a in "dense bf16" "fp8 bf16" "fp8 fp8"; do

@@ -142,3 +142,10 @@ def test_one_descale_without_the_balance_fails():
     finally:
         C.scales = real
     assert not ok, stats
+
+
+def test_a_document_cudnn_cannot_take_runs_in_torch():
+    """One query row (no cuDNN plan on Hopper): the graph's arithmetic in torch; one key gives that key's v row."""
+    x = e4m3(torch.randn(1, 3, 16) * 100)
+    out = C._emulated(x, x, x, torch.tensor([1e-3]), 16)
+    assert out.dtype == torch.float8_e4m3fn and torch.equal(out.view(torch.uint8), x.view(torch.uint8))
