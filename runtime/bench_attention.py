@@ -8,7 +8,8 @@ v with per-head magnitudes 2^16 apart; layout 0, v a column view of the fused qk
 (rsi.harness.timing: shuffled order per repetition, L2 flushed before every call, CUDA events) times:
 
 * ``sdpa_cudnn`` and ``sdpa_cudnn_aa``: dense bf16 SDPA per document with only the cuDNN backend (the second is the
-  A/A control), ``sdpa_flash``: the flash backend (rsi/refs/attention_baselines.py);
+  A/A control), ``sdpa_flash``: the flash backend, ``fa4``: FlashAttention-4's varlen kernel where the flash-attn-4
+  package is installed (else left out, with the reason in ``left_out``) (rsi/refs/attention_baselines.py);
 * ``attention``: what the runtime runs for dense attention (its verified kernel where locked, else SDPA);
 * ``cudnn_fp8``: cuDNN's FP8 attention with per-head scales (runtime/attention_fp8_cudnn.py), quantisation
   included; ``attention_fp8``: what ``--attention fp8`` runs (verified kernel, else cudnn_fp8, else the reference).
@@ -58,20 +59,27 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     base = {b.name: b for b in BASELINES}
 
     def library(name):
-        b = base[name]
-        return lambda q, k, v, cu: b.fn(*b.prepare(q, k, v, cu))
+        return lambda q, k, v, cu: base[name].fn(*base[name].prepare(q, k, v, cu))
 
     impls = {"sdpa_cudnn": library("sdpa_cudnn"), "sdpa_cudnn_aa": library("sdpa_cudnn"),
-             "sdpa_flash": library("sdpa_flash"),
+             "sdpa_flash": library("sdpa_flash"), "fa4": library("fa4"),
              "attention": lambda q, k, v, cu: kernels.call_or("attention", sdpa_documents, q, k, v, cu),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
              "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback, q, k, v, cu)}
     lossy = {"cudnn_fp8", "attention_fp8"}
     q, k, v, cu = sets[0]
     flop = _flop(cu, q.shape[1], q.shape[2])
+    skipped = {}
     with torch.no_grad():
-        for fn in impls.values():        # graphs, compiles and kernel choices outside the loop
-            fn(*sets[0])
+        for name, fn in list(impls.items()):   # graphs, compiles and kernel choices outside the loop
+            try:
+                fn(*sets[0])
+            except Exception as e:             # a peer library missing here (fa4) is left out
+                if name != "fa4":
+                    raise
+                skipped[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                del impls[name]
+                log(f"{name} left out: {skipped[name]}")
         samples = T.time_interleaved(impls, sets, warmup=2, reps=reps, sync_reps=0, device=dev)
         log("timed; the exact op in fp64 next")
         exact = A.oracle(q, k, v, cu) if q.shape[2] == A.HEAD_DIM else ref.oracle(q, k, v, cu)
@@ -101,7 +109,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
             log(f"{name}{' (lossy)' if row['lossy'] else ''}: {s['p50_us'] / 1e3:.3f} ms, {row['tflops']:.0f} "
                 f"TFLOP/s" + (f", {sp['median']:.3f}x cuDNN [{sp['ci95'][0]:.3f}, {sp['ci95'][1]:.3f}]" if sp else "")
                 + f", rel-L2 {e['rel_l2']:.2e} cosine {e['cosine']:.6f} vs exact")
-    return {"bucket": bucket, "dims": dict(shape.dims), "cu_seqlens": [int(x) for x in cu.tolist()], "flop": flop,
+    return {"bucket": bucket, "dims": dict(shape.dims), "left_out": skipped, "cu_seqlens": [int(x) for x in cu.tolist()], "flop": flop,
             "aa_ci95": list(aa), "aa_band": aa_band(aa[1:]), "rows": rows}
 
 

@@ -88,7 +88,7 @@ def emulate(q, k, v, cu):
     S, H, D = q.shape
     sq, sk, sv, c, bad = C.scales(C.head_amax(q), C.head_amax(k), C.head_amax(v))
     q8, k8, v8 = (C.quantise(t, s).float() for t, s in ((q, sq), (k, sk), (v, sv)))
-    out = torch.zeros((S, H, D), dtype=torch.float8_e4m3fn)
+    out = torch.zeros((S, H, D), dtype=torch.float8_e4m3fn, device=q.device)
     for a, b in itertools.pairwise(int(x) for x in cu.tolist()):
         if b <= a:
             continue

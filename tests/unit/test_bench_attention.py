@@ -28,6 +28,7 @@ def test_rows_on_the_cpu(monkeypatch, tmp_path):
     res = bench_attention.bench("two_docs", Kernels("verified", root=tmp_path, target=None), 3, torch.device("cpu"))
     rows = {r["impl"]: r for r in res["rows"]}
     assert list(rows) == ["sdpa_cudnn", "sdpa_cudnn_aa", "sdpa_flash", "attention", "cudnn_fp8", "attention_fp8"]
+    assert res["left_out"]["fa4"].startswith("KeyError")           # the stand-in list has no fa4
     assert res["flop"] > 0 and res["aa_band"] >= 0 and "speedup_vs_sdpa_cudnn" not in rows["sdpa_cudnn"]
     for name in ("sdpa_cudnn", "sdpa_flash", "attention"):
         assert not rows[name]["lossy"] and rows[name]["error_vs_exact"]["rel_l2"] < 5e-3
