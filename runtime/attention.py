@@ -5,7 +5,10 @@ Modes (``AttentionConfig.mode``):
 
 * ``dense`` (default): exact attention. Self-attention over packed documents (H3's ``[text | video | audio | pad]``
   rows, the refiner's video and audio rows) runs the verified kernel of the ``attention`` op group where
-  verified_kernels/LOCK.json has one for this GPU and shape bucket, else SDPA per document with the backend order
+  verified_kernels/LOCK.json has one for this GPU and shape bucket, else FlashAttention-4's varlen kernel where the
+  flash-attn-4 package is installed on a Hopper or Blackwell GPU (a peer library, not installed by rsi: 1.21x /
+  1.16x / 1.08x SDPA cuDNN at h3_full / h3_stage1 / ltx_video on the H200, run 38; ``RSI_FA4=0`` turns it off),
+  else SDPA per document with the backend order
   measured fastest on the H200 (../shared/docs/ANCHORS.md section f: cuDNN 73.9 ms vs flash 116.7 ms at H3's
   38,248 rows, 6.24 vs 12.18 ms at LTX-2's 16,128 rows): cuDNN, flash, memory-efficient, math (SDPA falls through
   the list when a backend does not support the inputs). On the CPU plain SDPA runs.
@@ -27,8 +30,11 @@ host clock on the CPU; ``report()`` gives seconds per stage, calls per path and 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import math
+import os
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -201,7 +207,7 @@ class Attention:
             self._record_density(mask, cu, tau)
         else:
             with self._timed("dense"):
-                o = self._dispatch("attention", sdpa_documents, q, k, v, cu)
+                o = self._dispatch("attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu)
         return o.reshape(q.shape[0], -1)
 
     def cross(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -230,6 +236,28 @@ class Attention:
         self.density.append({"step": self.where.step, "layer": self.where.layer, "tau": tau, "density": d})
 
 
+@functools.cache
+def _fa4_here(device_index: int) -> bool:
+    if os.environ.get("RSI_FA4", "1") == "0" or torch.cuda.get_device_capability(device_index)[0] not in (9, 10):
+        return False
+    try:
+        return importlib.util.find_spec("flash_attn.cute") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def fa4_available(q: torch.Tensor) -> bool:
+    """FlashAttention-4 can serve dense attention for q's device (module docstring)."""
+    return q.is_cuda and _fa4_here(q.device.index if q.device.index is not None else torch.cuda.current_device())
+
+
+def fa4_documents(q, k, v, cu):
+    """Dense attention per document through FlashAttention-4's varlen kernel (rsi.refs.attention_baselines.fa4)."""
+    from rsi.refs.attention_baselines import fa4_varlen
+
+    return fa4_varlen(q, k, v, cu)
+
+
 def fp8_fallback(q, k, v, cu):
     """attention_fp8 without a verified kernel: cuDNN's FP8 attention where it can run, else the op group's
     reference."""
@@ -255,8 +283,8 @@ def sol_flex_or_reference(q, k, v, cu, tau: float, sink: int) -> tuple[torch.Ten
 def describe(cfg: AttentionConfig | None = None) -> str:
     """For run summaries: which function serves attention."""
     cfg = cfg or AttentionConfig()
-    base = ("dense: the verified `attention` kernel where locked, else SDPA per document, backend priority "
-            + " > ".join(BACKEND_NAMES))
+    base = ("dense: the verified `attention` kernel where locked, else FlashAttention-4 where installed, else SDPA "
+            "per document, backend priority " + " > ".join(BACKEND_NAMES))
     if cfg.mode == "fp8":
         return base + ("; fp8 (lossy): the denoising blocks' self-attention through `attention_fp8` (verified "
                        "kernel, else cuDNN's FP8 attention, else the reference)")

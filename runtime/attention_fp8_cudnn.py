@@ -13,7 +13,9 @@ beyond e4m3's range). Per-head range is kept with scalar descales:
 * q and k share the score's scale: with ``p_h = aq_h ak_h`` and ``P = max p_h`` over the finite heads, head h is
   quantised with ``sq_h = aq_h / t_h`` and ``sk_h = ak_h / t_h``, ``t_h = 448 sqrt(p_h / P)``, so that
   ``sq_h sk_h = P / 448^2 = c`` for every head: the scores are ``c (q8 . k8) / sqrt(D)`` with one descale c (computed
-  in fp64, then fp32; where c underflows the scores are below 2^-126 and the softmax uniform either way). The
+  in fp64, then fp32, floored at 2^-126: below it the scores are below 2^-100 and the softmax uniform either way;
+  run 38 gave NaN throughout with a descale of 0 or a subnormal scale on the GPU, so scales below 2^-100 are also
+  lifted by 2^64 for the quotient, exactly, ``_lifted``). The
   head with the largest |q||k| uses e4m3's whole range; a head whose product is r times smaller loses sqrt(r) of
   range on q and on k (still e4m3's 3-bit mantissa while its values stay above 2^-6 of the scale). A head with
   ``p_h = 0`` (q or k all zero: scores 0) uses ``max / 448`` or 1 per tensor.
@@ -49,6 +51,8 @@ S_SCALE = 256.0          # P (<= 1) -> e4m3 for the PV product
 BLOCK_S = 64             # rows per program of the Triton kernels
 TUNE_ROWS = 1024         # documents of at least this many rows time every cuDNN plan on their first call
 TUNE_CALLS = 3
+LIFT, LIFT_BELOW = 2.0 ** 64, 2.0 ** -100
+C_MIN = 2.0 ** -126      # the score descale's floor: below it the scores are < 2^-100 either way (softmax uniform)
 
 # graph tensor uids
 _Q, _K, _V, _O, _DQ, _DK, _DV, _DS, _SS, _SO, _AS, _AO = range(12)
@@ -69,30 +73,32 @@ def _amax_kernel(x_ptr, out_ptr, S, H, D, sxs, sxh, sxd,
 
 
 @triton.jit
-def _quantise_kernel(x_ptr, s_ptr, y_ptr, S, H, D, sxs, sxh, sxd,
+def _quantise_kernel(x_ptr, s_ptr, lift_ptr, y_ptr, S, H, D, sxs, sxh, sxd,
                      BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """y[r, h, :] = e4m3(x[r, h, :] / s[h]), y contiguous [S, H, D]; saturating at 448, NaN kept."""
+    """y[r, h, :] = e4m3((x[r, h, :] * lift[h]) / s[h]), y contiguous [S, H, D]; saturating at 448, NaN kept. s is
+    the scale times lift (a power of two: the same quotient, with no subnormal divisor for the GPU to flush)."""
     pid_s, h = tl.program_id(0), tl.program_id(1)
     rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_D)
     m = (rows[:, None] < S) & (cols[None, :] < D)
     r64, c64 = rows.to(tl.int64)[:, None], cols.to(tl.int64)[None, :]
     x = tl.load(x_ptr + r64 * sxs + h.to(tl.int64) * sxh + c64 * sxd, mask=m, other=0.0).to(tl.float32)
-    q = tl.div_rn(x, tl.load(s_ptr + h))
+    q = tl.div_rn(x * tl.load(lift_ptr + h), tl.load(s_ptr + h))
     q = tl.where(q == q, tl.minimum(tl.maximum(q, -448.0), 448.0), q)  # noqa: PLR0124 (NaN stays NaN)
     tl.store(y_ptr + (r64 * H + h) * D + c64, q.to(tl.float8e4nv), mask=m)
 
 
 @triton.jit
-def _dequantise_kernel(o_ptr, s_ptr, y_ptr, S, H, D, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """y[r, h, :] = bf16(o[r, h, :] * s[h]) for contiguous [S, H, D] o (e4m3) and y (bf16)."""
+def _dequantise_kernel(o_ptr, s_ptr, lift_ptr, y_ptr, S, H, D, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """y[r, h, :] = bf16((o[r, h, :] * s[h]) / lift[h]) for contiguous [S, H, D] o (e4m3) and y (bf16); s is the
+    scale times lift, as in _quantise_kernel."""
     pid_s, h = tl.program_id(0), tl.program_id(1)
     rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_D)
     m = (rows[:, None] < S) & (cols[None, :] < D)
     off = (rows.to(tl.int64)[:, None] * H + h) * D + cols.to(tl.int64)[None, :]
     o = tl.load(o_ptr + off, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + off, (o * tl.load(s_ptr + h)).to(tl.bfloat16), mask=m)
+    tl.store(y_ptr + off, ((o * tl.load(s_ptr + h)) / tl.load(lift_ptr + h)).to(tl.bfloat16), mask=m)
 
 
 def _grid(S: int, H: int) -> tuple[int, int]:
@@ -110,12 +116,19 @@ def head_amax(x: torch.Tensor) -> torch.Tensor:
     return part.amax(0).view(torch.bfloat16).float()
 
 
+def _lifted(scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale * lift, lift) with lift = 2^64 where the scale is below 2^-100 (fp32 subnormals: the GPU may flush a
+    subnormal divisor to zero), else 1; both exact."""
+    lift = torch.where(scale.abs() < LIFT_BELOW, torch.full_like(scale, LIFT), torch.ones_like(scale))
+    return scale * lift, lift
+
+
 def quantise(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x [S, H, D] bf16 (any strides), scale fp32 [H] -> contiguous float8_e4m3fn [S, H, D] (module docstring)."""
     S, H, D = x.shape
     y = torch.empty((S, H, D), dtype=torch.float8_e4m3fn, device=x.device)
     if S and D:
-        _quantise_kernel[_grid(S, H)](x, scale, y, S, H, D, *x.stride(),
+        _quantise_kernel[_grid(S, H)](x, *_lifted(scale), y, S, H, D, *x.stride(),
                                       BLOCK_S=BLOCK_S, BLOCK_D=triton.next_power_of_2(D))
     return y
 
@@ -125,7 +138,8 @@ def dequantise(o8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     S, H, D = o8.shape
     y = torch.empty((S, H, D), dtype=torch.bfloat16, device=o8.device)
     if S and D:
-        _dequantise_kernel[_grid(S, H)](o8, scale, y, S, H, D, BLOCK_S=BLOCK_S, BLOCK_D=triton.next_power_of_2(D))
+        _dequantise_kernel[_grid(S, H)](o8, *_lifted(scale), y, S, H, D, BLOCK_S=BLOCK_S,
+                                        BLOCK_D=triton.next_power_of_2(D))
     return y
 
 
@@ -135,7 +149,7 @@ def scales(aq: torch.Tensor, ak: torch.Tensor, av: torch.Tensor):
     bad = ~(torch.isfinite(aq) & torch.isfinite(ak) & torch.isfinite(av))
     p = torch.where(bad, torch.zeros_like(aq), aq * ak)
     pmax = p.max()
-    c = torch.where(pmax > 0, pmax / E4M3_MAX ** 2, torch.ones_like(pmax))
+    c = torch.where(pmax > 0, (pmax / E4M3_MAX ** 2).clamp(min=C_MIN), torch.ones_like(pmax))
     t = E4M3_MAX * torch.sqrt(p / torch.where(pmax > 0, pmax, torch.ones_like(pmax)))
     one = torch.ones_like(aq)
 

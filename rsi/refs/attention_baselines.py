@@ -117,6 +117,11 @@ def _fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: torch.Tensor
     return out.contiguous()
 
 
+def fa4_varlen(q, k, v, cu_seqlens) -> torch.Tensor:
+    """``fa4`` in one call (the runtime's dense path where flash-attn-4 is installed)."""
+    return _fa4(*_fa4_prepare(q, k, v, cu_seqlens))
+
+
 def flex_block_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,
                       block: int = 128) -> torch.Tensor:
     """Block-sparse attention of one document through FlexAttention: q, k, v [S, H, D], keep bool [H, nQB, nKB]
