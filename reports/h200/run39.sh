@@ -6,12 +6,20 @@
 #  2. one H3 block at 38,248 rows (runtime/bench_h200.py, 2-block model): dense (FA4) and fp8 (cuDNN) attention,
 #     bf16 and e4m3 linears, against run 37's block with SDPA cuDNN;
 #  3. the same block with RSI_FA4=0 (SDPA cuDNN), in the same call, for the side-by-side ratio.
-# Two calls to one warm machine, as run 38:
-#   call 1, carry [".whl", ".whl-fa4", ".cute/part1"]:  bash reports/h200/run38.sh part1
-#   call 2 at once, carry [".cute/part2", ".cute/extra", ".rsi/src.tgz"]:
-#                                            RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run39.sh
+# Two calls to one warm machine (the tree had grown: run 38's split no longer fit 64 MiB; the clean tree is the
+# commit, so no src.tgz):
+#   call 1, carry [".whl", ".cute/part1"]:                bash reports/h200/run39.sh part1
+#   call 2 at once, carry [".cute/part2", ".cute/extra", ".whl-fa4"]:
+#                                            RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run39.sh bench
 set -o pipefail
-[ -f .rsi/src.tgz ] && tar -xzf .rsi/src.tgz
+STEP=${1:?usage: run39.sh part1|bench}
+if [ "$STEP" = part1 ]; then
+  mkdir -p /root/cute && cp .cute/part1/* /root/cute/ &&
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl && echo "part1 ok"; exit $?
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  .whl-fa4/*.whl || exit 1
 cp .cute/part2/cu13.part_* /root/cute/ &&
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .cute/part2/*.whl 2>/dev/null &&
 cat /root/cute/cu13.part_* | xz -d | tar -x -C /tmp/site || exit 1
