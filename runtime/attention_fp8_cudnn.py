@@ -13,9 +13,10 @@ beyond e4m3's range). Per-head range is kept with scalar descales:
 * q and k share the score's scale: with ``p_h = aq_h ak_h`` and ``P = max p_h`` over the finite heads, head h is
   quantised with ``sq_h = aq_h / t_h`` and ``sk_h = ak_h / t_h``, ``t_h = 448 sqrt(p_h / P)``, so that
   ``sq_h sk_h = P / 448^2 = c`` for every head: the scores are ``c (q8 . k8) / sqrt(D)`` with one descale c (computed
-  in fp64, then fp32, floored at 2^-126: below it the scores are below 2^-100 and the softmax uniform either way;
-  run 38 gave NaN throughout with a descale of 0 or a subnormal scale on the GPU, so scales below 2^-100 are also
-  lifted by 2^64 for the quotient, exactly, ``_lifted``). The
+  in fp64, then fp32, floored at 2^-100: below it |scores| < 2^-79, whose exp is exactly 1 in fp32, so the softmax
+  is uniform either way; cuDNN gave NaN for every output with a descale of 2^-126, fp32's smallest normal, and none
+  with 1: runs 38-40, reports/h200/probe40.py; scales below 2^-100 are also lifted by 2^64 for the quotient, an
+  exact rescaling that keeps subnormal divisors out of the kernels, ``_lifted``). The
   head with the largest |q||k| uses e4m3's whole range; a head whose product is r times smaller loses sqrt(r) of
   range on q and on k (still e4m3's 3-bit mantissa while its values stay above 2^-6 of the scale). A head with
   ``p_h = 0`` (q or k all zero: scores 0) uses ``max / 448`` or 1 per tensor.
@@ -52,7 +53,7 @@ BLOCK_S = 64             # rows per program of the Triton kernels
 TUNE_ROWS = 1024         # documents of at least this many rows time every cuDNN plan on their first call
 TUNE_CALLS = 3
 LIFT, LIFT_BELOW = 2.0 ** 64, 2.0 ** -100
-C_MIN = 2.0 ** -126      # the score descale's floor: below it the scores are < 2^-100 either way (softmax uniform)
+C_MIN = 2.0 ** -100      # the score descale's floor: below it |scores| < 2^-79 and every exp is exactly 1 either way
 
 # graph tensor uids
 _Q, _K, _V, _O, _DQ, _DK, _DV, _DS, _SS, _SO, _AS, _AO = range(12)

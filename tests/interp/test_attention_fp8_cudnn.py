@@ -80,6 +80,8 @@ def test_scales_share_one_score_descale():
     assert sq[3] == 1 and sk[3] == pytest.approx(2 / 448) and sq[4] == pytest.approx(5 / 448) and sk[4] == 1
     assert sv.tolist()[:3] == pytest.approx([1 / 448, 2 / 448, 1.0]) and sv[5] == 1 and sv[6] == 1
     assert C.scales(*(torch.zeros(2),) * 3)[3].item() == 1.0         # all zero: any descale, 1
+    tiny = torch.tensor([1e-39, 2e-39])                                  # bf16 subnormals: c floored at 2^-100
+    assert C.scales(tiny, tiny, tiny)[3].item() == 2.0 ** -100
 
 
 def emulate(q, k, v, cu):
