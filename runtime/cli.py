@@ -104,9 +104,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                    "random")
     p.add_argument("--ltx-vae", default=None, help="two-stage: the LTX-2 video VAE as a diffusers folder; else random")
     p.add_argument("--attention", default="dense", choices=["dense", "fp8", "sol"],
-                   help="attention class: dense (exact: the verified `attention` kernel where locked, else SDPA "
-                        "cuDNN-first), fp8 (lossy: the denoising blocks' self-attention with Q/K/V in e4m3, both "
-                        "stages), sol (lossy: Sol-Attn block-sparse video self-attention in the refiner; needs the "
+                   help="attention class: dense (exact: the verified `attention` kernel where locked, else "
+                        "FlashAttention-4 where installed, else SDPA cuDNN-first), fp8 (lossy: the denoising blocks' "
+                        "self-attention with Q/K/V in e4m3, both stages: the verified kernel, else cuDNN's FP8 "
+                        "attention where nvidia-cudnn-frontend is installed, else the reference), sol (lossy: Sol-Attn block-sparse video self-attention in the refiner; needs the "
                         "two-stage route) (default dense)")
     p.add_argument("--precision", default="bf16", choices=["bf16", "fp8"],
                    help="the transformer blocks' linear layers (both stages): bf16 (default), or fp8 (lossy: weights "
