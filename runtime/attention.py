@@ -7,7 +7,8 @@ Modes (``AttentionConfig.mode``):
   rows, the refiner's video and audio rows) runs the verified kernel of the ``attention`` op group where
   verified_kernels/LOCK.json has one for this GPU and shape bucket, else FlashAttention-4's varlen kernel where the
   flash-attn-4 package is installed on a Hopper or Blackwell GPU (a peer library, not installed by rsi: 1.21x /
-  1.16x / 1.08x SDPA cuDNN at h3_full / h3_stage1 / ltx_video on the H200, run 38; ``RSI_FA4=0`` turns it off),
+  1.16x / 1.08x SDPA cuDNN at h3_full / h3_stage1 / ltx_video on the H200, run 38; ``RSI_FA4=0`` turns it off,
+  read once per process),
   else SDPA per document with the backend order
   measured fastest on the H200 (../shared/docs/ANCHORS.md section f: cuDNN 73.9 ms vs flash 116.7 ms at H3's
   38,248 rows, 6.24 vs 12.18 ms at LTX-2's 16,128 rows): cuDNN, flash, memory-efficient, math (SDPA falls through
@@ -238,17 +239,25 @@ class Attention:
 
 @functools.cache
 def _fa4_here(device_index: int) -> bool:
+    """Read once per process and device: RSI_FA4, the compute capability, and whether flash_attn.cute imports (its
+    files may be there without the CuTe DSL it needs: H200 run 41b)."""
     if os.environ.get("RSI_FA4", "1") == "0" or torch.cuda.get_device_capability(device_index)[0] not in (9, 10):
         return False
     try:
-        return importlib.util.find_spec("flash_attn.cute") is not None
-    except ModuleNotFoundError:
+        if importlib.util.find_spec("flash_attn.cute") is None:
+            return False
+        importlib.import_module("flash_attn.cute")
+    except Exception:  # noqa: BLE001 - a partial install: any import error means no FA4 here
         return False
+    return True
 
 
 def fa4_available(q: torch.Tensor) -> bool:
-    """FlashAttention-4 can serve dense attention for q's device (module docstring)."""
-    return q.is_cuda and _fa4_here(q.device.index if q.device.index is not None else torch.cuda.current_device())
+    """FlashAttention-4 can serve dense attention for q (module docstring): CUDA, bf16 or fp16, head dim a multiple
+    of 8 up to 256 (what its forward asserts), and the package importable."""
+    D = q.shape[-1]
+    return (q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and D % 8 == 0 and D <= 256
+            and _fa4_here(q.device.index if q.device.index is not None else torch.cuda.current_device()))
 
 
 def fa4_documents(q, k, v, cu):
@@ -265,7 +274,10 @@ def fp8_fallback(q, k, v, cu):
     from runtime import attention_fp8_cudnn
 
     if q.is_cuda and attention_fp8_cudnn.available(q.device)[0]:
-        return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
+        try:
+            return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
+        except attention_fp8_cudnn.Unsupported:
+            pass
     return attention_fp8.reference(q, k, v, cu)
 
 

@@ -14,9 +14,9 @@ beyond e4m3's range). Per-head range is kept with scalar descales:
   quantised with ``sq_h = aq_h / t_h`` and ``sk_h = ak_h / t_h``, ``t_h = 448 sqrt(p_h / P)``, so that
   ``sq_h sk_h = P / 448^2 = c`` for every head: the scores are ``c (q8 . k8) / sqrt(D)`` with one descale c (computed
   in fp64, then fp32, floored at 2^-100: below it |scores| < 2^-79, whose exp is exactly 1 in fp32, so the softmax
-  is uniform either way; cuDNN gave NaN for every output with a descale of 2^-126, fp32's smallest normal, and none
-  with 1: runs 38-40, reports/h200/probe40.py; scales below 2^-100 are also lifted by 2^64 for the quotient, an
-  exact rescaling that keeps subnormal divisors out of the kernels, ``_lifted``). The
+  is uniform either way (for D <= 256); cuDNN gave NaN for every output with a descale of 2^-126, fp32's smallest normal, and none
+  with 1: runs 38-40, reports/h200/probe40.py; scales below 2^-100 are also lifted by 2^64, exactly, for the
+  quotient and the output's product, ``_lifted``). The
   head with the largest |q||k| uses e4m3's whole range; a head whose product is r times smaller loses sqrt(r) of
   range on q and on k (still e4m3's 3-bit mantissa while its values stay above 2^-6 of the scale). A head with
   ``p_h = 0`` (q or k all zero: scores 0) uses ``max / 448`` or 1 per tensor.
@@ -32,9 +32,10 @@ Quantisation: Triton kernels for the per-head amax (on bf16 bit patterns: NaN > 
 ``x / s_h`` rounded to e4m3 (nearest even, saturating at 448, NaN kept) and the output's per-head scale. cuDNN
 runs per document, one graph per (rows, heads, head dim) built once and cached with every execution plan cuDNN's heuristics offer; the first
 call with a document of at least ``TUNE_ROWS`` rows times them and keeps the fastest (``plans()`` lists what was
-chosen). A document is a [1, H, n, D] view of the contiguous e4m3 buffers and of the output. A document shape
-cuDNN has no plan for (one row on Hopper) runs the same arithmetic in torch (fp32 P). ``available()`` says whether
-this path can run here and why not.
+chosen; shorter documents keep the heuristics' first plan). A document is a [1, H, n, D] view of the contiguous
+e4m3 buffers and of the output. A document shape cuDNN has no plan for (one row on Hopper) runs the same
+arithmetic in torch (fp32 P) when its scores fit ``EMULATE_MAX``, else ``Unsupported`` is raised (the runtime then
+runs the op group's reference). ``available()`` says whether this path can run here and why not.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ BLOCK_S = 64             # rows per program of the Triton kernels
 TUNE_ROWS = 1024         # documents of at least this many rows time every cuDNN plan on their first call
 TUNE_CALLS = 3
 LIFT, LIFT_BELOW = 2.0 ** 64, 2.0 ** -100
+EMULATE_MAX = 2 ** 26      # scores a document without a cuDNN plan may have for the torch stand-in (256 MiB)
 C_MIN = 2.0 ** -100      # the score descale's floor: below it |scores| < 2^-79 and every exp is exactly 1 either way
 
 # graph tensor uids
@@ -90,16 +92,16 @@ def _quantise_kernel(x_ptr, s_ptr, lift_ptr, y_ptr, S, H, D, sxs, sxh, sxd,
 
 
 @triton.jit
-def _dequantise_kernel(o_ptr, s_ptr, lift_ptr, y_ptr, S, H, D, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """y[r, h, :] = bf16((o[r, h, :] * s[h]) / lift[h]) for contiguous [S, H, D] o (e4m3) and y (bf16); s is the
-    scale times lift, as in _quantise_kernel."""
+def _dequantise_kernel(o_ptr, s_ptr, unlift_ptr, y_ptr, S, H, D, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """y[r, h, :] = bf16((o[r, h, :] * s[h]) * unlift[h]) for contiguous [S, H, D] o (e4m3) and y (bf16); s is the
+    scale times lift, as in _quantise_kernel, unlift = 1 / lift (exact: a power of two)."""
     pid_s, h = tl.program_id(0), tl.program_id(1)
     rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_D)
     m = (rows[:, None] < S) & (cols[None, :] < D)
     off = (rows.to(tl.int64)[:, None] * H + h) * D + cols.to(tl.int64)[None, :]
     o = tl.load(o_ptr + off, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + off, ((o * tl.load(s_ptr + h)) / tl.load(lift_ptr + h)).to(tl.bfloat16), mask=m)
+    tl.store(y_ptr + off, ((o * tl.load(s_ptr + h)) * tl.load(unlift_ptr + h)).to(tl.bfloat16), mask=m)
 
 
 def _grid(S: int, H: int) -> tuple[int, int]:
@@ -118,8 +120,8 @@ def head_amax(x: torch.Tensor) -> torch.Tensor:
 
 
 def _lifted(scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scale * lift, lift) with lift = 2^64 where the scale is below 2^-100 (fp32 subnormals: the GPU may flush a
-    subnormal divisor to zero), else 1; both exact."""
+    """(scale * lift, lift) with lift = 2^64 where |scale| < 2^-100 (a margin above fp32's subnormals, which the
+    GPU may flush), else 1; both exact. The quotient and the output's product use the lifted scale."""
     lift = torch.where(scale.abs() < LIFT_BELOW, torch.full_like(scale, LIFT), torch.ones_like(scale))
     return scale * lift, lift
 
@@ -136,10 +138,13 @@ def quantise(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 def dequantise(o8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """o8 contiguous float8_e4m3fn [S, H, D], scale fp32 [H] -> contiguous bf16 [S, H, D], o8 * scale_h."""
+    if not o8.is_contiguous():
+        raise ValueError("dequantise reads o8 as a contiguous [S, H, D] tensor")
     S, H, D = o8.shape
     y = torch.empty((S, H, D), dtype=torch.bfloat16, device=o8.device)
     if S and D:
-        _dequantise_kernel[_grid(S, H)](o8, *_lifted(scale), y, S, H, D, BLOCK_S=BLOCK_S,
+        lifted, lift = _lifted(scale)
+        _dequantise_kernel[_grid(S, H)](o8, lifted, 1.0 / lift, y, S, H, D, BLOCK_S=BLOCK_S,
                                         BLOCK_D=triton.next_power_of_2(D))
     return y
 
@@ -272,18 +277,36 @@ def _emulated(q8, k8, v8, c, D: int) -> torch.Tensor:
     qd, kd, vd = (t.float().transpose(0, 1) for t in (q8, k8, v8))
     p = torch.softmax((qd @ kd.transpose(1, 2)) * (c * (1.0 / math.sqrt(D))), dim=-1)
     o = (p @ vd).transpose(0, 1)
-    return torch.where(o.isnan(), o, o.clamp(-E4M3_MAX, E4M3_MAX)).to(torch.float8_e4m3fn)
+    return torch.where(o.isnan(), o, o.clamp(-E4M3_MAX, E4M3_MAX)).to(torch.float8_e4m3fn).contiguous()
+
+
+class Unsupported(RuntimeError):
+    """A document cuDNN has no plan for and too large for the torch stand-in (``EMULATE_MAX`` scores)."""
+
+
+def _check_bounds(bounds: list[int], S: int) -> None:
+    if not bounds or bounds[0] < 0 or bounds[-1] > S or any(b < a for a, b in itertools.pairwise(bounds)):
+        raise ValueError(f"cu_seqlens must rise from >= 0 to <= {S} rows, not {bounds[:8]}")
 
 
 def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens) -> torch.Tensor:
-    """The attention_fp8 op through cuDNN (module docstring). cu_seqlens: int32 tensor or list of bounds."""
+    """The attention_fp8 op through cuDNN (module docstring). cu_seqlens: int32 tensor or list of bounds. Raises
+    ``Unsupported`` for a document cuDNN cannot take that is too large to run in torch."""
+    with torch.cuda.device(q.device):
+        return _attention_fp8(q, k, v, cu_seqlens)
+
+
+def _attention_fp8(q, k, v, cu_seqlens) -> torch.Tensor:
     import cudnn
 
     S, H, D = q.shape
     if S == 0:
         return torch.empty((S, H, D), dtype=torch.bfloat16, device=q.device)
-    o8 = torch.zeros((S, H, D), dtype=torch.float8_e4m3fn, device=q.device)
     bounds = cu_seqlens if isinstance(cu_seqlens, list) else [int(b) for b in cu_seqlens.tolist()]
+    _check_bounds(bounds, S)
+    o8 = torch.empty((S, H, D), dtype=torch.float8_e4m3fn, device=q.device)
+    o8[:bounds[0]] = 0
+    o8[bounds[-1]:] = 0       # rows outside every document: 0 (as the op's reference), but for non-finite heads
     sq, sk, sv, c, bad = scales(head_amax(q), head_amax(k), head_amax(v))
     q8, k8, v8 = quantise(q, sq), quantise(k, sk), quantise(v, sv)
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
@@ -299,8 +322,10 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens)
         key = (b - a, H, D, dev)
         d = _DOCS.get(key) or _DOCS.setdefault(key, _Doc(*key))
         if d.graph is None:
+            if (b - a) ** 2 * H > EMULATE_MAX:
+                raise Unsupported(f"cuDNN has no FP8 attention plan for {b - a} rows x {H} heads ({d.why})")
             o8[a:b] = _emulated(q8[a:b], k8[a:b], v8[a:b], c, D)
         else:
             d.run({_Q: q8[a:b], _K: k8[a:b], _V: v8[a:b], _O: o8[a:b], **consts}, handle)
-    # rows outside every document stay 0 (as the op's reference); a non-finite head is NaN throughout
+    # a non-finite head is NaN throughout (every row of every document, as the op)
     return dequantise(o8, torch.where(bad, torch.full_like(sv, math.nan), sv))

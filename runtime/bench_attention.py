@@ -10,7 +10,8 @@ v with per-head magnitudes 2^16 apart; layout 0, v a column view of the fused qk
 * ``sdpa_cudnn`` and ``sdpa_cudnn_aa``: dense bf16 SDPA per document with only the cuDNN backend (the second is the
   A/A control), ``sdpa_flash``: the flash backend, ``fa4``: FlashAttention-4's varlen kernel where the flash-attn-4
   package is installed (else left out, with the reason in ``left_out``) (rsi/refs/attention_baselines.py);
-* ``attention``: what the runtime runs for dense attention (its verified kernel where locked, else SDPA);
+* ``attention``: what the runtime runs for dense attention (its verified kernel where locked, else FA4 where
+  installed, else SDPA);
 * ``cudnn_fp8``: cuDNN's FP8 attention with per-head scales (runtime/attention_fp8_cudnn.py), quantisation
   included; ``attention_fp8``: what ``--attention fp8`` runs (verified kernel, else cudnn_fp8, else the reference).
 
@@ -48,7 +49,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     from rsi.refs import attention_fp8 as ref
     from rsi.refs.attention_baselines import BASELINES, cudnn_fp8
     from rsi.search.stats import aa_band, paired_ratio_ci
-    from runtime.attention import fp8_fallback, sdpa_documents
+    from runtime.attention import fa4_available, fa4_documents, fp8_fallback, sdpa_documents
 
     op = ref.OP_GROUP
     known = (*op.shapes, *op.odd_shapes, *op.interp_shapes)
@@ -63,7 +64,8 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
 
     impls = {"sdpa_cudnn": library("sdpa_cudnn"), "sdpa_cudnn_aa": library("sdpa_cudnn"),
              "sdpa_flash": library("sdpa_flash"), "fa4": library("fa4"),
-             "attention": lambda q, k, v, cu: kernels.call_or("attention", sdpa_documents, q, k, v, cu),
+             "attention": lambda q, k, v, cu: kernels.call_or(
+                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
              "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback, q, k, v, cu)}
     lossy = {"cudnn_fp8", "attention_fp8"}

@@ -118,8 +118,9 @@ def _fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: torch.Tensor
 
 
 def fa4_varlen(q, k, v, cu_seqlens) -> torch.Tensor:
-    """``fa4`` in one call (the runtime's dense path where flash-attn-4 is installed)."""
-    return _fa4(*_fa4_prepare(q, k, v, cu_seqlens))
+    """``fa4`` in one call on q's device (the runtime's dense path where flash-attn-4 is installed)."""
+    with torch.cuda.device(q.device):
+        return _fa4(*_fa4_prepare(q, k, v, cu_seqlens))
 
 
 def flex_block_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,

@@ -1,8 +1,8 @@
-"""runtime/attention_fp8_cudnn.py on the CPU: its two Triton kernels under the interpreter (per-head amax, the e4m3
-quotient) against torch, the scalar-descale scales, and the whole scheme (a torch emulation of cuDNN's FP8 graph:
+"""runtime/attention_fp8_cudnn.py on the CPU: its three Triton kernels under the interpreter (per-head amax, the e4m3
+quotient, the output's scale) against torch, the scalar-descale scales, and the whole scheme (a torch emulation of cuDNN's FP8 graph:
 e4m3 q, k, v with one score descale, P as e4m3 x 256, fp32 sums, e4m3 out, the per-head v scale after) judged by
 the attention_fp8 class on every interpreter shape, layout and special case. cuDNN itself runs only on the GPU
-(tests/unit/test_fp8_gpu.py)."""
+(tests/unit/test_attention_fp8_cudnn_gpu.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ OP = "attention_fp8"
 
 
 def _heads(seed=3):
-    """67 rows x 6 heads: the op's 2^16-apart heads, a zero head, a bf16-subnormal head, a NaN head and an Inf head."""
+    """67 rows x 7 heads: the op's three 2^16-apart heads, a zero head, a bf16-subnormal head, a NaN head and an Inf
+    head."""
     q = F.make_inputs(get_op_group(OP).interp_shapes[1], seed, "cpu")[0].contiguous()        # 67 rows, 3 heads
     x = torch.cat([q, torch.zeros_like(q[:, :1]), (q[:, :1].float() * 1e-39).to(q.dtype), q[:, :1], q[:, :1]], 1)
     x[5, 5, 7] = math.nan
@@ -45,11 +46,13 @@ def test_head_amax_matches_torch_on_a_strided_view():
 
 
 def test_dequantise_is_the_scaled_product():
-    o8 = e4m3(torch.randn(37, 3, 16) * 50)
-    s = torch.tensor([2.0 ** -3, 0.37, math.nan])
+    """Plain and lifted (< 2^-100: the product is taken with scale x 2^64, then x 2^-64, exactly) scales, NaN."""
+    o8 = e4m3(torch.randn(37, 4, 16) * 50)
+    s = torch.tensor([2.0 ** -3, 0.37, 2.0 ** -118 / 448, math.nan])
     got = C.dequantise(o8, s)
-    want = (o8.float() * s[None, :, None]).to(torch.bfloat16)
-    assert got.dtype == torch.bfloat16 and torch.equal(got[:, :2], want[:, :2]) and bool(got[:, 2].isnan().all())
+    want = (o8.double() * s.double()[None, :, None]).to(torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got[:, :3], want[:, :3]) and bool(got[:, 3].isnan().all())
+    assert float(got[:, 2].float().abs().max()) > 0                      # the lifted head is not flushed
 
 
 def test_quantise_is_the_rounded_quotient():
@@ -147,7 +150,19 @@ def test_one_descale_without_the_balance_fails():
 
 
 def test_a_document_cudnn_cannot_take_runs_in_torch():
-    """One query row (no cuDNN plan on Hopper): the graph's arithmetic in torch; one key gives that key's v row."""
+    """One query row (no cuDNN plan on Hopper): the graph's arithmetic in torch; one key gives that key's v row.
+    With many keys it is the emulation of the graph but for P (fp32 here, e4m3 x 256 there), and the descale
+    matters (c = 1 instead of the scheme's c is far off)."""
     x = e4m3(torch.randn(1, 3, 16) * 100)
     out = C._emulated(x, x, x, torch.tensor([1e-3]), 16)
     assert out.dtype == torch.float8_e4m3fn and torch.equal(out.view(torch.uint8), x.view(torch.uint8))
+    g = get_op_group(OP)
+    q, k, v, _ = g.make_inputs(g.interp_shapes[1], 5, "cpu")                     # 67 rows, 3 heads, one document
+    cu = torch.tensor([0, q.shape[0]], dtype=torch.int32)
+    sq, sk, sv, c, _ = C.scales(C.head_amax(q), C.head_amax(k), C.head_amax(v))
+    q8, k8, v8 = C.quantise(q, sq), C.quantise(k, sk), C.quantise(v, sv)
+    want = emulate(q, k, v, cu).float()
+    for cc, close in ((c, True), (torch.ones(1), False)):
+        got = C.dequantise(C._emulated(q8, k8, v8, cc, q.shape[2]), sv).float()
+        d = float((got - want).norm() / want.norm())
+        assert (d < 0.05) is close, (float(cc), d)

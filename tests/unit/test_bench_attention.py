@@ -21,14 +21,18 @@ from tests.unit.test_bench_fp8 import _host_timed
 def test_rows_on_the_cpu(monkeypatch, tmp_path):
     monkeypatch.setattr(T, "time_interleaved", _host_timed)
     sdpa = (lambda q, k, v, cu: (q, k, v, cu)), sdpa_documents
+    def fa4_missing(*a):
+        raise ModuleNotFoundError("No module named 'flash_attn'")
+
     monkeypatch.setattr(attention_baselines, "BASELINES",
-                        tuple(Baseline(n, sdpa[1], sdpa[0]) for n in ("sdpa_cudnn", "sdpa_flash")))
+                        (*(Baseline(n, sdpa[1], sdpa[0]) for n in ("sdpa_cudnn", "sdpa_flash")),
+                         Baseline("fa4", fa4_missing, sdpa[0])))
     monkeypatch.setattr(attention_baselines, "cudnn_fp8", lambda q, k, v, bounds: emulate(
         q, k, v, torch.tensor(bounds, dtype=torch.int32)))
     res = bench_attention.bench("two_docs", Kernels("verified", root=tmp_path, target=None), 3, torch.device("cpu"))
     rows = {r["impl"]: r for r in res["rows"]}
     assert list(rows) == ["sdpa_cudnn", "sdpa_cudnn_aa", "sdpa_flash", "attention", "cudnn_fp8", "attention_fp8"]
-    assert res["left_out"]["fa4"].startswith("KeyError")           # the stand-in list has no fa4
+    assert res["left_out"]["fa4"] == "ModuleNotFoundError: No module named 'flash_attn'"     # left out, said why
     assert res["flop"] > 0 and res["aa_band"] >= 0 and "speedup_vs_sdpa_cudnn" not in rows["sdpa_cudnn"]
     for name in ("sdpa_cudnn", "sdpa_flash", "attention"):
         assert not rows[name]["lossy"] and rows[name]["error_vs_exact"]["rel_l2"] < 5e-3
