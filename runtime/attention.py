@@ -37,6 +37,7 @@ import itertools
 import math
 import os
 import time
+import warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -276,8 +277,8 @@ def fp8_fallback(q, k, v, cu):
     if q.is_cuda and attention_fp8_cudnn.available(q.device)[0]:
         try:
             return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
-        except attention_fp8_cudnn.Unsupported:
-            pass
+        except attention_fp8_cudnn.Unsupported as e:
+            warnings.warn(f"--attention fp8: {e}; the op group's reference runs instead (slow)", stacklevel=2)
     return attention_fp8.reference(q, k, v, cu)
 
 

@@ -170,13 +170,19 @@ def scales(aq: torch.Tensor, ak: torch.Tensor, av: torch.Tensor):
 
 
 def available(device: torch.device | None = None) -> tuple[bool, str]:
-    """(True, "") where cuDNN's FP8 attention can run on ``device`` (default: the current CUDA device)."""
+    """(True, "") where cuDNN's FP8 attention can run on ``device`` (default: the current CUDA device); the answer
+    is computed once per device (the runtime asks on every attention call)."""
     if not torch.cuda.is_available():
         return False, "no CUDA device"
     dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
     if dev.type != "cuda":
         return False, f"device {dev} is not CUDA"
-    if torch.cuda.get_device_capability(dev)[0] < 9:
+    return _available(dev.index if dev.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _available(index: int) -> tuple[bool, str]:
+    if torch.cuda.get_device_capability(index)[0] < 9:
         return False, "cuDNN's FP8 attention needs compute capability 9.0 (Hopper) or later"
     try:
         import cudnn  # noqa: F401
@@ -280,6 +286,16 @@ def _emulated(q8, k8, v8, c, D: int) -> torch.Tensor:
     return torch.where(o.isnan(), o, o.clamp(-E4M3_MAX, E4M3_MAX)).to(torch.float8_e4m3fn).contiguous()
 
 
+@functools.cache
+def _constants(device_index: int) -> dict[int, torch.Tensor]:
+    """The graph's fixed scalars (descales 1, P's scale and descale, output scale 1) and its two amax outputs,
+    which nothing reads, once per device."""
+    def f(x):
+        return torch.full((1,), x, dtype=torch.float32, device=torch.device("cuda", device_index))
+
+    return {_DQ: f(1.0), _DV: f(1.0), _DS: f(1.0 / S_SCALE), _SS: f(S_SCALE), _SO: f(1.0), _AS: f(0.0), _AO: f(0.0)}
+
+
 class Unsupported(RuntimeError):
     """A document cuDNN has no plan for and too large for the torch stand-in (``EMULATE_MAX`` scores)."""
 
@@ -310,10 +326,7 @@ def _attention_fp8(q, k, v, cu_seqlens) -> torch.Tensor:
     sq, sk, sv, c, bad = scales(head_amax(q), head_amax(k), head_amax(v))
     q8, k8, v8 = quantise(q, sq), quantise(k, sk), quantise(v, sv)
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    one = torch.ones(1, dtype=torch.float32, device=q.device)
-    consts = {_DQ: one, _DK: c, _DV: one, _DS: one / S_SCALE, _SS: one * S_SCALE, _SO: one,
-              _AS: torch.empty(1, dtype=torch.float32, device=q.device),
-              _AO: torch.empty(1, dtype=torch.float32, device=q.device)}
+    consts = {**_constants(dev), _DK: c}
     handle = _handle(dev)
     cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream(q.device).cuda_stream)
     for a, b in itertools.pairwise(bounds):

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from runtime.bench_fp8 import error
+from runtime.bench_fp8 import error, header
 
 
 def log(msg: str) -> None:
@@ -126,14 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_attention needs a CUDA GPU (cuDNN attention)", file=sys.stderr)
         return 2
-    from rsi.env import capture
-    from rsi.harness.timing import METHOD
-    from runtime.kernels import Kernels, lock_sha256
+    from runtime.kernels import Kernels
 
     kernels = Kernels("verified", root=a.root)
-    res: dict[str, Any] = {"env": capture(), "lock_sha256": lock_sha256(a.root), "args": vars(a), "method": METHOD,
-                           "command": " ".join(["python -m runtime.bench_attention",
-                                                *(argv if argv is not None else sys.argv[1:])]), "buckets": []}
+    res = {**header("runtime.bench_attention", a, argv), "buckets": []}
     for bucket in a.buckets:
         log(f"bucket {bucket}")
         res["buckets"].append(bench(bucket, kernels, a.reps, torch.device("cuda")))

@@ -38,6 +38,17 @@ def log(msg: str) -> None:
     print(f"[bench_fp8 {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def header(module: str, args, argv: list[str] | None) -> dict[str, Any]:
+    """What every runtime bench's JSON starts with: environment, lock hash, arguments, timing method and the exact
+    command line (``python -m <module> ...``)."""
+    from rsi.env import capture
+    from rsi.harness.timing import METHOD
+    from runtime.kernels import lock_sha256
+
+    return {"env": capture(), "lock_sha256": lock_sha256(args.root), "args": vars(args), "method": METHOD,
+            "command": " ".join([f"python -m {module}", *(argv if argv is not None else sys.argv[1:])])}
+
+
 def error(y: torch.Tensor, exact: torch.Tensor) -> dict[str, float]:
     d = y.float() - exact
     return {"rel_l2": (d.norm() / exact.norm()).item(), "max_abs": d.abs().max().item(),
@@ -126,15 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_fp8 needs a CUDA GPU with e4m3 support (sm_89 or newer)", file=sys.stderr)
         return 2
-    from rsi.env import capture
-    from rsi.harness.timing import METHOD
-    from runtime.kernels import Kernels, lock_sha256
+    from runtime.kernels import Kernels
 
     dev = torch.device("cuda")
     kernels = Kernels("verified", root=a.root)
-    res: dict[str, Any] = {"env": capture(), "lock_sha256": lock_sha256(a.root), "args": vars(a), "method": METHOD,
-                           "command": " ".join(["python -m runtime.bench_fp8", *(argv if argv is not None
-                                                                                else sys.argv[1:])])}
+    res = header("runtime.bench_fp8", a, argv)
     res["linears"] = [r for rows in a.rows for r in bench_linears(rows, kernels, a.reps, dev, a.seed)]
     for rows in a.rows:
         sel = [r for r in res["linears"] if r["rows"] == rows]

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from runtime.attention import TAUS, parse_taus
-from runtime.bench_fp8 import error
+from runtime.bench_fp8 import error, header
 
 
 def log(msg: str) -> None:
@@ -106,14 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_sol needs a CUDA GPU (cuDNN attention)", file=sys.stderr)
         return 2
-    from rsi.env import capture
-    from rsi.harness.timing import METHOD
-    from runtime.kernels import Kernels, lock_sha256
+    from runtime.kernels import Kernels
 
     kernels = Kernels("verified", root=a.root)
-    res: dict[str, Any] = {"env": capture(), "lock_sha256": lock_sha256(a.root), "args": vars(a), "method": METHOD,
-                           "command": " ".join(["python -m runtime.bench_sol",
-                                                *(argv if argv is not None else sys.argv[1:])])}
+    res = header("runtime.bench_sol", a, argv)
     res.update(bench(a.bucket, tuple(a.taus), kernels, a.reps, torch.device("cuda")))
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=2, default=str)
