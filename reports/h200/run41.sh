@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 run 41 (ninth session): the cuDNN FP8 GPU test (tests/unit/test_attention_fp8_cudnn_gpu.py) after the score
+# H200 run 41 (ninth session; run 45 re-ran it after the last mends): the cuDNN FP8 GPU test (tests/unit/test_attention_fp8_cudnn_gpu.py) after the score
 # descale's floor moved from 2^-126 to 2^-100 (run 40: cuDNN gives NaN with a descale of 2^-126).
 # Run 41b: the GPU test's emulation bound loosened (run 41: 3.8% from the emulation at odd_ltx), with BENCH=1.
 # Run as `RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 [BENCH=1] bash reports/h200/run41.sh` with carry [".whl"].
