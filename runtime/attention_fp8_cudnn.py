@@ -35,7 +35,7 @@ call with a document of at least ``TUNE_ROWS`` rows times them and keeps the fas
 chosen; shorter documents keep the heuristics' first plan). A document is a [1, H, n, D] view of the contiguous
 e4m3 buffers and of the output. A document shape cuDNN has no plan for (one row on Hopper) runs the same
 arithmetic in torch (fp32 P) when its scores fit ``EMULATE_MAX``, else ``Unsupported`` is raised (the runtime then
-runs the op group's reference). ``available()`` says whether this path can run here and why not.
+runs the op group's reference, with a warning). ``available()`` says whether this path can run here and why not.
 """
 
 from __future__ import annotations
