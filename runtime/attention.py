@@ -184,15 +184,19 @@ class Attention:
 
     # ------------------------------------------------------------------------------------------ calls
     def self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
-                  sparse: bool = False) -> torch.Tensor:
+                  sparse: bool = False, quantize: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """q, k, v: [S, H, D] (any strides), documents ``bounds`` (cu_seqlens as a list) -> [S, H * D].
         ``sparse``: the call may run Sol-Attn (the refiner's video self-attention). Under Ulysses (``self.sp``)
         q, k, v hold this rank's rows and every head, ``bounds`` the global documents: the exchange runs around
-        the attention of the full sequence for this rank's heads (runtime/ulysses.py)."""
+        the attention of the full sequence for this rank's heads (runtime/ulysses.py).
+        ``quantize`` (the consumer is an fp8 out_proj): where a verified ``head_merge_fp8`` kernel serves, the
+        output is its (h8 [S, H * D] e4m3, h_scale [S] fp32), the rows quantised as they are merged (under
+        Ulysses: the received heads; on one GPU the merge is a view and the kernel is the quantiser)."""
         if self.sp is not None and self.sp.world > 1:
             return self.sp.attention(q, k, v, lambda a, b, c: self._self_attn(a, b, c, bounds, sparse),
-                                     self.kernels)
-        return self._self_attn(q, k, v, bounds, sparse)
+                                     self.kernels, quantize=quantize)
+        o = self._self_attn(q, k, v, bounds, sparse)
+        return merge_rows(o.reshape(1, q.shape[0], q.shape[1], -1), self.kernels, quantize) if quantize else o
 
     def _self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
                    sparse: bool = False) -> torch.Tensor:
@@ -239,6 +243,18 @@ class Attention:
 
 
 @functools.cache
+def merge_rows(x: torch.Tensor, kernels, quantize: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """x [W, S, h, D] (the heads of my rows as received; W = 1 on one GPU) -> [S, W h D] for out_proj
+    (``head_merge``; at W = 1 a view), or with ``quantize`` and a verified ``head_merge_fp8`` kernel for these dims
+    its (h8, h_scale). Without that kernel the bf16 rows go to out_proj, which quantises them itself: the
+    producer's reference is not faster than that."""
+    if quantize and kernels is not None and kernels.verified("head_merge_fp8", x):
+        return kernels.call("head_merge_fp8", x)
+    if x.shape[0] == 1:
+        return x.view(x.shape[1], -1)
+    return kernels.call("head_merge", x)
+
+
 def _fa4_here(device_index: int) -> bool:
     """Read once per process and device: RSI_FA4, the compute capability, and whether flash_attn.cute imports (its
     files may be there without the CuTe DSL it needs: H200 run 41b)."""

@@ -32,6 +32,7 @@ from runtime.pipeline import Timer, build_vaes, generate, setup_triton_interpret
 from runtime.sampler import initial_noise, make_schedule
 
 GIB = 2**30
+FP8_PRODUCERS = ("modulate_fp8", "swiglu_fp8", "head_merge_fp8")   # fused producers --precision fp8 may use
 
 
 def timed(fn: Callable[[], Any], warmup: int, reps: int, device: torch.device) -> list[float]:
@@ -137,7 +138,16 @@ def time_block_fp8_linears(model, seq, step, kernels, classes: list[str], a, dev
     _, ref = time_block_attention(model, seq, step, kernels, ["dense"], a, dev)
     summary = to_fp8_(model.blocks[0], kernels)
     rows, _ = time_block_attention(model, seq, step, kernels, classes, a, dev, baseline=ref, lossy_linears=True)
-    return {"conversion": summary, "by_attention": rows}
+    fused = sorted({c["op"] for c in kernels.summary()} & set(FP8_PRODUCERS))
+    log(f"fused producers in the fp8 block: {', '.join(fused) or 'none'}; now the block without them")
+    kernels.verified = lambda op, *args: False      # every activation quantised inside its Fp8Linear instead
+    try:
+        unfused, _ = time_block_attention(model, seq, step, kernels, classes, a, dev, baseline=ref,
+                                          lossy_linears=True)
+    finally:
+        del kernels.verified                        # the class's method again
+    return {"conversion": summary, "by_attention": rows, "fused_producers": fused,
+            "by_attention_without_producers": unfused}
 
 
 @torch.no_grad()

@@ -69,14 +69,19 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.eps)
         self.out_proj = nn.Linear(cfg.inner, cfg.hidden, bias=False, dtype=BF16)
 
-    def forward(self, h: torch.Tensor, rope: torch.Tensor, bounds: list[int], kernels) -> torch.Tensor:
-        S = h.shape[0]
-        qkv = self.qkv_proj(h)                                                                # [S, 3 * NH * 128]
+    def forward(self, h: torch.Tensor | tuple[torch.Tensor, torch.Tensor], rope: torch.Tensor, bounds: list[int],
+                kernels) -> torch.Tensor:
+        """h: [S, H] bf16, or (h8 [S, H] e4m3, h_scale [S] fp32) from a fused producer (``modulate_fp8``) when
+        qkv_proj is an Fp8Linear. With an fp8 out_proj the attention may hand it ``head_merge_fp8``'s e4m3 rows."""
+        qkv = self.qkv_proj.quantized(*h) if isinstance(h, tuple) else self.qkv_proj(h)    # [S, 3 * NH * 128]
+        S = qkv.shape[0]
         q, k = kernels.call("qk_norm_rope", qkv, self.q_norm.weight, self.k_norm.weight, rope)  # [S, NH, 128]
         v = qkv[:, 2 * self.inner:].view(S, self.heads, self.head_dim)
         attn = getattr(kernels, "attention", None)           # runtime.attention.Attention: the run's mode and timing
-        o = attn.self_attn(q, k, v, bounds) if attn is not None else sdpa_documents(q, k, v, bounds)
-        return self.out_proj(o)                                                               # [S, H]
+        if attn is None:
+            return self.out_proj(sdpa_documents(q, k, v, bounds))
+        o = attn.self_attn(q, k, v, bounds, quantize=getattr(self.out_proj, "takes_quantized", False))
+        return self.out_proj.quantized(*o) if isinstance(o, tuple) else self.out_proj(o)     # [S, H]
 
 
 class MLP(nn.Module):

@@ -2,7 +2,7 @@
 modulation, final layer with video and audio heads. Module names are the official native checkpoint keys.
 
 Per block (fused ops in brackets, via runtime.kernels):
-    h = [modulate](x, norm1, shift_msa, scale_msa, idx)
+    h = [modulate](x, norm1, shift_msa, scale_msa, idx)   block 0 only; with --precision fp8 [modulate_fp8]
     a = attn(h)                                 [qk_norm_rope] + SDPA
     x, h = [gate_residual_modulate](x, gate_msa, a, norm2, shift_mlp, scale_mlp, idx)
     m = fc2([swiglu](fc1(h)))
@@ -104,6 +104,16 @@ class H3DiT(nn.Module):
         return kernels.call("gate_residual_modulate", x, c[5], m, self.blocks[i + 1].norm1.weight, nxt[0], nxt[1],
                             idx)
 
+    def first_modulate(self, x: torch.Tensor, c: tuple, idx: torch.Tensor, kernels):
+        """Block 0's modulated input: ``modulate``'s [S, H] bf16, or with an fp8 qkv_proj and a verified
+        ``modulate_fp8`` kernel for these dims that kernel's (h8, h_scale), which qkv_proj takes as it is (every
+        later block's input comes from ``gate_residual_modulate``, which has no FP8 producer)."""
+        args = (x, self.blocks[0].norm1.weight, c[0], c[1], idx)
+        fp8 = getattr(self.blocks[0].attn.qkv_proj, "takes_quantized", False)
+        if fp8 and kernels.verified("modulate_fp8", *args):
+            return kernels.call("modulate_fp8", *args)
+        return kernels.call("modulate", *args)
+
     def forward(self, video: torch.Tensor, audio: torch.Tensor, text_h: torch.Tensor, seq, rope: torch.Tensor,
                 step, kernels, cond: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """video: [V, 96] fp32 target rows, audio: [A, 32] fp32, text_h: [L, H] bf16 (encode_text), seq: the
@@ -125,7 +135,7 @@ class H3DiT(nn.Module):
             kernels.attention.sp = sp
         try:
             c = step.block_chunks(0)      # shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp [T, H]
-            h = kernels.call("modulate", x, self.blocks[0].norm1.weight, c[0], c[1], step.mod_idx)
+            h = self.first_modulate(x, c, step.mod_idx, kernels)
             for i in range(len(self.blocks)):
                 x, h = self.block(i, x, h, step, rope, seq.cu_seqlens, kernels)
         finally:

@@ -34,6 +34,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from runtime.attention import merge_rows
+
 
 class Ulysses:
     """The sequence-parallel group of one run: its world size and rank, and the two exchanges."""
@@ -72,9 +74,11 @@ class Ulysses:
         self.bytes_sent += x.numel() * x.element_size() * (self.world - 1) // self.world
         return out
 
-    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attend, kernels) -> torch.Tensor:
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attend, kernels,
+                  quantize: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """q, k, v: [S/W, NH, D] of the local rows (any strides) -> [S/W, NH * D]. ``attend(q, k, v)`` runs over
-        the full sequence: [S, NH/W, D] each -> [S, NH/W, D] (or [S, NH/W * D])."""
+        the full sequence: [S, NH/W, D] each -> [S, NH/W, D] (or [S, NH/W * D]). ``quantize``: the merge may
+        write out_proj's e4m3 rows and scales instead (runtime.attention.merge_rows)."""
         s, nh, d = q.shape
         self.check_heads(nh)
         h = nh // self.world
@@ -94,7 +98,7 @@ class Ulysses:
             back = WF.decode_fp8_out(self._exchange(WF.encode_fp8_out(o)), q.dtype)   # 128 B e4m3 (lossy)
         else:
             back = self._exchange(o)                                              # [W, s, h, D], source-major
-        return kernels.call("head_merge", back)                                   # [s, NH * D]
+        return merge_rows(back, kernels, quantize)                                # [s, NH * D] (or e4m3, scales)
 
     def gather_rows(self, x: torch.Tensor) -> torch.Tensor:
         """[S/W, ...] of every rank -> [S, ...] in rank (= row) order, on every rank."""

@@ -216,3 +216,7 @@ def test_bench_script_cpu_smoke(tmp_path):
     f8 = d["block_fp8_linears"]
     assert f8["conversion"]["converted"] == 4 and set(f8["by_attention"]) == {"dense", "fp8"}
     assert all(r["lossy"] and 0 < r["error_vs_dense"]["rel_l2"] < 0.1 for r in f8["by_attention"].values())
+    # no lock on the CPU: no fused producer ran, and the block without them is the same block
+    assert f8["fused_producers"] == [] and set(f8["by_attention_without_producers"]) == {"dense", "fp8"}
+    for cls, r in f8["by_attention_without_producers"].items():
+        assert r["error_vs_dense"] == f8["by_attention"][cls]["error_vs_dense"]

@@ -29,3 +29,75 @@ def test_mlp_uses_the_fused_producer_only_where_verified(tmp_path):
     assert "swiglu_fp8" in ops
     d = (fused.float() - unfused.float()).norm() / unfused.float().norm()
     assert d < 1e-2 and fused.shape == unfused.shape and fused.dtype == unfused.dtype
+
+
+def _fp8_model(seed: int = 3):
+    cfg = get_config("tiny").dit
+    model = build_dit(cfg, "cpu", seed=seed)
+    return cfg, model
+
+
+def test_out_proj_takes_head_merge_fp8_only_where_verified(tmp_path):
+    """One GPU: the merge is a view, so head_merge_fp8 is out_proj's own per-row quantiser run where the attention
+    output is written; its bytes are the quantiser's, so the layer's output is bitwise the unfused one."""
+    from runtime.kernels import identity_rope
+
+    cfg, model = _fp8_model()
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    to_fp8_(model.blocks, kernels)
+    attn = model.blocks[0].attn
+    h = torch.randn(70, cfg.hidden, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    rope = identity_rope(70, "cpu")
+    with torch.no_grad():
+        unfused = attn(h, rope, [0, 40, 70], kernels)
+        assert "head_merge_fp8" not in {c["op"] for c in kernels.summary()}
+        kernels.verified = lambda op, *a: op == "head_merge_fp8"
+        fused = attn(h, rope, [0, 40, 70], kernels)
+    merged = [c for c in kernels.summary() if c["op"] == "head_merge_fp8"]
+    assert merged and merged[0]["dims"] == {"rows": 70, "heads": cfg.heads, "world": 1}
+    assert torch.equal(fused, unfused)
+
+
+def test_bf16_out_proj_never_takes_the_producer(tmp_path):
+    cfg, model = _fp8_model()
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    kernels.verified = lambda op, *a: True                  # a lock with every producer: bf16 linears ignore them
+    from runtime.kernels import identity_rope
+
+    h = torch.randn(20, cfg.hidden, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    with torch.no_grad():
+        out = model.blocks[0].attn(h, identity_rope(20, "cpu"), [0, 20], kernels)
+    assert out.dtype == torch.bfloat16 and out.shape == (20, cfg.hidden)
+    assert not {"head_merge_fp8", "modulate_fp8"} & {c["op"] for c in kernels.summary()}
+
+
+def _h3_forward(model, cfg, kernels):
+    from runtime.adaln import step_modulation
+    from runtime.packing import AUDIO_CH, build_sequence, patchify_video, plan_request
+    from runtime.sampler import initial_noise
+
+    plan = plan_request(0.2, 128, 64)
+    seq = build_sequence(plan, 10)
+    g = torch.Generator().manual_seed(5)
+    text = torch.randn(10, cfg.text_dim, generator=g).to(torch.bfloat16)
+    vz, az = initial_noise(plan.latent_shape, plan.audio_rows, AUDIO_CH, 0)
+    step = step_modulation(model, seq, torch.tensor(0.7), torch.tensor(0.6))
+    with torch.no_grad():
+        text_h = model.encode_text(text, kernels)
+        return model(patchify_video(vz), az, text_h, seq, model.rope.table(seq.positions), step, kernels)
+
+
+def test_block0_takes_modulate_fp8_only_where_verified(tmp_path):
+    """Block 0's qkv input from the fused producer (the canonical modulate, then the same quantiser): the forward
+    agrees with the unfused fp8 path to modulate's own last-bit differences."""
+    cfg, model = _fp8_model()
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    to_fp8_(model.blocks, kernels)
+    v0, a0 = _h3_forward(model, cfg, kernels)
+    assert "modulate_fp8" not in {c["op"] for c in kernels.summary()}
+    kernels.verified = lambda op, *a: op in ("modulate_fp8", "head_merge_fp8")
+    v1, a1 = _h3_forward(model, cfg, kernels)
+    calls = {c["op"]: c["calls"] for c in kernels.summary()}
+    assert calls["modulate_fp8"] == 1 and calls["head_merge_fp8"] == cfg.blocks
+    for x, y in ((v1, v0), (a1, a0)):
+        assert torch.isfinite(x).all() and ((x - y).norm() / y.norm()).item() < 1e-2

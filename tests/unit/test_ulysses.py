@@ -89,8 +89,14 @@ def _layout_worker(rank: int, init: str, result_path: str) -> None:
         o = sp.attention(q[r], k[r], v[r], lambda a, b, c: sdpa_documents(a, b, c, cu),
                          Kernels("reference", target=None))
         full = sp.gather_rows(o)
+        kernels = Kernels("reference", target=None)
+        kernels.verified = lambda op, *a: op == "head_merge_fp8"       # as if the lock had the fused producer
+        h8, scale = sp.attention(q[r], k[r], v[r], lambda a, b, c: sdpa_documents(a, b, c, cu), kernels,
+                                 quantize=True)
+        h8, scale = sp.gather_rows(h8.view(torch.uint8)), sp.gather_rows(scale)
         if rank == 0:
-            torch.save({"o": full, "ref": sdpa_documents(q, k, v, cu).view(S, NH * D)}, result_path)
+            torch.save({"o": full, "ref": sdpa_documents(q, k, v, cu).view(S, NH * D), "h8": h8, "scale": scale,
+                        "ops": sorted(c["op"] for c in kernels.summary())}, result_path)
     finally:
         dist.destroy_process_group()
 
@@ -101,6 +107,12 @@ def test_exchange_layout_is_full_sequence_attention(tmp_path):
                        start_method="spawn", join=True)
     d = torch.load(out)
     assert torch.equal(d["o"], d["ref"])
+    # with an fp8 out_proj the merge writes its e4m3 rows and scales: the quantiser's bytes of the same rows
+    from rsi.refs.fp8_common import quantize_rows
+
+    h8, scale = quantize_rows(d["ref"])
+    assert "head_merge_fp8" in d["ops"] and "head_merge" not in d["ops"]
+    assert torch.equal(d["h8"], h8.view(torch.uint8)) and torch.equal(d["scale"], scale)
 
 
 def test_errors_and_single_process(monkeypatch):

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Shared by the device scripts from run 46 on (runs 37-45 repeat these blocks; they are records of what ran).
+# Source it from the project root on the H200 machine: `. reports/h200/lib.sh <run name>`.
+#   setup_run NAME       /tmp/NAME for the results, $OUT, PYTHONPATH, the commit and lock hash written down
+#   install_whl DIR...   the carried wheels of each DIR into /tmp/site (no index: the machine has no registry)
+#   stash_cute_part1     call 1 of a CuTe carry: keep .cute/part1 on the machine for call 2 (30 s idle between)
+#   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
+#   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
+set -o pipefail
+
+setup_run() {
+  export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache
+  export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD
+  OUT=${OUT:-/tmp/out}; R=/tmp/$1; mkdir -p "$R" "$OUT"
+  echo "commit ${RSI_COMMIT:-unknown} dirty ${RSI_DIRTY:-unknown}" > "$R/commit.txt"
+  sha256sum verified_kernels/LOCK.json > "$R/lock.txt"
+}
+
+install_whl() {
+  local d
+  for d in "$@"; do
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "$d"/*.whl || return 1
+  done
+}
+
+stash_cute_part1() {
+  mkdir -p /root/cute && cp .cute/part1/* /root/cute/
+}
+
+install_cute() {
+  [ -e /root/cute/cu13.part_aa ] || { echo "no .cute/part1 on this machine: run call 1 first (warm machine)"; return 1; }
+  cp .cute/part2/cu13.part_* /root/cute/ &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .cute/part2/*.whl 2>/dev/null &&
+    cat /root/cute/cu13.part_* | xz -d | tar -x -C /tmp/site || return 1
+  python3 -c "import cuda.bindings.driver" 2>/dev/null || { echo "installing .cute/extra (cuda-bindings missing)";
+    install_whl .cute/extra; }
+}
+
+run() {  # name, cap (s), command...
+  local name=$1 cap=$2; shift 2
+  local t0=$SECONDS
+  timeout -s INT "$cap" "$@" > "$R/$name.log" 2>&1; echo "$name exit $? in $((SECONDS - t0)) s"
+  grep -v "Warning\|warnings.warn" "$R/$name.log" | tail -12
+}
