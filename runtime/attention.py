@@ -205,7 +205,7 @@ class Attention:
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
             with self._timed("fp8"):
-                o = self._dispatch("attention_fp8", fp8_fallback, q, k, v, cu)
+                o = self._dispatch("attention_fp8", fp8_fallback(q), q, k, v, cu)
         elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
             tau = cfg.tau(w.step)
             with self._timed("sol"):
@@ -284,17 +284,31 @@ def fa4_documents(q, k, v, cu):
     return fa4_varlen(q, k, v, cu)
 
 
-def fp8_fallback(q, k, v, cu):
-    """attention_fp8 without a verified kernel: cuDNN's FP8 attention where it can run, else the op group's
-    reference."""
-    from rsi.refs import attention_fp8
+def fp8_fallback(q: torch.Tensor):
+    """attention_fp8's runtime path where no verified kernel serves: cuDNN's FP8 attention where it can run on q's
+    device (``fp8_cudnn``), else the op group's reference (``fp8_reference``). Two names, so that the run's kernel
+    table says which one ran."""
     from runtime import attention_fp8_cudnn
 
-    if q.is_cuda and attention_fp8_cudnn.available(q.device)[0]:
-        try:
-            return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
-        except attention_fp8_cudnn.Unsupported as e:
-            warnings.warn(f"--attention fp8: {e}; the op group's reference runs instead (slow)", stacklevel=2)
+    return fp8_cudnn if q.is_cuda and attention_fp8_cudnn.available(q.device)[0] else fp8_reference
+
+
+def fp8_cudnn(q, k, v, cu):
+    """cuDNN's FP8 attention (runtime/attention_fp8_cudnn.py); a document it cannot take runs the reference, with a
+    warning."""
+    from runtime import attention_fp8_cudnn
+
+    try:
+        return attention_fp8_cudnn.attention_fp8(q, k, v, cu)
+    except attention_fp8_cudnn.Unsupported as e:
+        warnings.warn(f"--attention fp8: {e}; the op group's reference runs instead (slow)", stacklevel=2)
+    return fp8_reference(q, k, v, cu)
+
+
+def fp8_reference(q, k, v, cu):
+    """attention_fp8's reference (fp32 per document; slow on the GPU)."""
+    from rsi.refs import attention_fp8
+
     return attention_fp8.reference(q, k, v, cu)
 
 

@@ -67,7 +67,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
              "attention": lambda q, k, v, cu: kernels.call_or(
                  "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
-             "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback, q, k, v, cu)}
+             "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback(q), q, k, v, cu)}
     lossy = {"cudnn_fp8", "attention_fp8"}
     q, k, v, cu = sets[0]
     flop = _flop(cu, q.shape[1], q.shape[2])

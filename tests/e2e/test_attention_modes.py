@@ -170,7 +170,7 @@ def test_two_stage_cli_with_fp8_linears_and_fp8_attention(tmp_path, capsys):
     assert p["mode"] == "fp8" and p["h3"]["converted"] == 2 * 4 and p["refiner"]["converted"] > 0
     assert any(n.startswith("precision fp8 (lossy)") for n in d["notes"])
     ops = {c["op"]: c["kernel"] for c in d["kernels"]}
-    assert ops["fp8_linear"] == "scaled_mm_or_reference" and ops["attention_fp8"] == "fp8_fallback"
+    assert ops["fp8_linear"] == "scaled_mm_or_reference" and ops["attention_fp8"] == "fp8_reference"
     # the same request in bf16 with dense attention, and the end-to-end error of the lossy one against it
     rc = cli.main(["run-pipeline", "--prompt", "rain", "--duration", "0.5", "--resolution", "128x64", "--two-stage",
                    "--out", str(tmp_path / "b.mp4"), "--prompt-cache", str(tmp_path / "pc"), "--no-mux",

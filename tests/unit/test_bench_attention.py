@@ -44,7 +44,7 @@ def test_rows_on_the_cpu(monkeypatch, tmp_path):
     # on the CPU --attention fp8 falls back to the op group's reference (no cuDNN)
     assert rows["attention_fp8"]["error_vs_fp8_reference"]["rel_l2"] == 0
     assert rows["cudnn_fp8"]["error_vs_fp8_reference"]["rel_l2"] > 0
-    assert rows["attention_fp8"]["kernel"] == "fp8_fallback" and rows["attention"]["kernel"] == "sdpa_documents"
+    assert rows["attention_fp8"]["kernel"] == "fp8_reference" and rows["attention"]["kernel"] == "sdpa_documents"
 
 
 def test_unknown_shape_and_no_gpu(tmp_path, monkeypatch):
