@@ -242,7 +242,6 @@ class Attention:
         self.density.append({"step": self.where.step, "layer": self.where.layer, "tau": tau, "density": d})
 
 
-@functools.cache
 def merge_rows(x: torch.Tensor, kernels, quantize: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """x [W, S, h, D] (the heads of my rows as received; W = 1 on one GPU) -> [S, W h D] for out_proj
     (``head_merge``; at W = 1 a view), or with ``quantize`` and a verified ``head_merge_fp8`` kernel for these dims
@@ -255,6 +254,7 @@ def merge_rows(x: torch.Tensor, kernels, quantize: bool = False) -> torch.Tensor
     return kernels.call("head_merge", x)
 
 
+@functools.cache
 def _fa4_here(device_index: int) -> bool:
     """Read once per process and device: RSI_FA4, the compute capability, and whether flash_attn.cute imports (its
     files may be there without the CuTe DSL it needs: H200 run 41b)."""

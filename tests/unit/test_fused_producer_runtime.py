@@ -101,3 +101,19 @@ def test_block0_takes_modulate_fp8_only_where_verified(tmp_path):
     assert calls["modulate_fp8"] == 1 and calls["head_merge_fp8"] == cfg.blocks
     for x, y in ((v1, v0), (a1, a0)):
         assert torch.isfinite(x).all() and ((x - y).norm() / y.norm()).item() < 1e-2
+
+
+def test_merge_rows_reads_its_input_every_call(tmp_path):
+    """merge_rows keeps nothing between calls (a buffer reused in place gets merged afresh)."""
+    from rsi.refs.fp8_common import quantize_rows
+    from runtime.attention import merge_rows
+
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    kernels.verified = lambda op, *a: op == "head_merge_fp8"
+    x = torch.randn(2, 5, 3, 128, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    for scale in (1.0, 4.0):
+        x.mul_(scale)
+        h8, s = merge_rows(x, kernels, quantize=True)
+        want = quantize_rows(x.permute(1, 0, 2, 3).reshape(5, -1))
+        assert torch.equal(h8.view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(s, want[1])
+    assert torch.equal(merge_rows(x[:1], kernels), x[0].reshape(5, -1))
