@@ -7,7 +7,9 @@
 #     2. the two-stage request at 1344x768 with --attention fp8 --precision fp8 (modulate_fp8 now feeds block 0's
 #        qkv) and with dense bf16, and the latent error between them.
 #   call 2 at once, carry [".cute/part2", ".cute/extra"]:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run46.sh b
-#     3. the CuTe DSL FP8 GEMM probe (reports/h200/probe46_cute_gemm.py) against torch._scaled_mm.
+#     3. the CuTe DSL FP8 GEMM probe (reports/h200/probe46/: a Hopper TMA + WGMMA e4m3 GEMM with the row/column scale
+#        epilogue, written this session, compiled on the CPU only so far) against torch._scaled_mm: correctness
+#        against the fp32 product, guard rows, determinism, and CUDA-event medians.
 STEP=${1:?usage: run46.sh a|b}
 . reports/h200/lib.sh
 setup_run "run46$STEP"
@@ -25,6 +27,7 @@ if [ "$STEP" = a ]; then
     > "$R/two_stage_fp8_fp8_error.log" 2>&1; tail -8 "$R/two_stage_fp8_fp8_error.log"
 else
   install_cute || exit 1
-  run cute_gemm 300 python3 reports/h200/probe46_cute_gemm.py --out "$R/cute_gemm.json"
+  python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())" > "$R/versions.txt" 2>&1
+  run cute_gemm 420 python3 reports/h200/probe46/gpu_check.py
 fi
 tar -czf "$OUT/run46$STEP.tgz" -C /tmp "run46$STEP"
