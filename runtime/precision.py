@@ -59,18 +59,22 @@ class Fp8Linear(nn.Module):
 
     def quantized(self, x8: torch.Tensor, x_scale: torch.Tensor) -> torch.Tensor:
         """The layer on an activation a fused producer already quantised (e.g. ``swiglu_fp8``: x8 [R, K] e4m3,
-        x_scale [R] fp32, the same per-row quantiser as ``forward``'s): ``torch._scaled_mm`` on CUDA, the op group's
-        reference GEMM elsewhere."""
-        from rsi.refs import fp8_linear
-
-        if x8.device.type == "cuda":
-            y = fp8_linear.scaled_mm(x8, x_scale, self.w8, self.w_scale)
-        else:
-            y = fp8_linear.gemm(x8, x_scale, self.w8, self.w_scale)
+        x_scale [R] fp32, the same per-row quantiser as ``forward``'s): the ``fp8_gemm`` op group, its verified
+        kernel where the lock has one for the shape, else ``torch._scaled_mm`` on CUDA and its reference elsewhere."""
+        y = self.kernels.call_or("fp8_gemm", scaled_mm_or_gemm, x8, x_scale, self.w8, self.w_scale)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, e4m3 per output channel"
+
+
+def scaled_mm_or_gemm(x8, x_scale, w8, w_scale):
+    """fp8_gemm without a verified kernel: its incumbent ``torch._scaled_mm`` on CUDA, its reference elsewhere."""
+    from rsi.refs import fp8_linear
+
+    if x8.device.type == "cuda":
+        return fp8_linear.scaled_mm(x8, x_scale, w8, w_scale)
+    return fp8_linear.gemm(x8, x_scale, w8, w_scale)
 
 
 def scaled_mm_or_reference(x, w8, w_scale):

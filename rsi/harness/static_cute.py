@@ -59,7 +59,8 @@ MODULES = ("cutlass", "cutlass.cute")
 DECORATORS = ("kernel", "jit")
 DTYPES = frozenset({"Float32", "BFloat16", "Float16", "Float64", "Int8", "Int16", "Int32", "Int64", "Uint8",
                     "Uint16", "Uint32", "Uint64", "Boolean", "Float8E4M3FN", "Float8E5M2"})
-CUTE_TYPES = frozenset({"Tensor", "TensorSSA", "Layout", "Shape", "Coord", "Stride", "IntTuple", "Tile", "Tiler"})
+CUTE_TYPES = frozenset({"Tensor", "TensorSSA", "Layout", "Shape", "Coord", "Stride", "IntTuple", "Tile", "Tiler",
+                        "ComposedLayout", "CopyAtom", "TiledMma"})
 UNTAINTED_TYPES = frozenset({"Tensor", "TensorSSA"})   # with cutlass.Constexpr: parameters that carry no metadata
 # cute.<name> a body may use: layout algebra, register tensors, copies, selection, math on tensors, types
 CUTE_NAMES = frozenset({
@@ -72,10 +73,15 @@ CUTE_NAMES = frozenset({
     "basic_copy", "basic_copy_if", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "abs",
     "max", "min", "fma", "floor", "ceil",
 }) | CUTE_TYPES | DTYPES
+# Hopper GEMM building blocks (a TMA + WGMMA mainloop): swizzled shared-memory layouts, MMA atoms, the gemm itself
+CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm"})
+CUTE_NAMES = CUTE_NAMES | CUTE_HOPPER
 CUTE_ARCH = frozenset({"thread_idx", "block_idx", "block_dim", "grid_dim", "lane_idx", "warp_idx", "sync_threads",
                        "sync_warp", "barrier", "shuffle_sync", "shuffle_sync_bfly", "shuffle_sync_down",
                        "shuffle_sync_up", "warp_reduction", "warp_reduction_sum", "warp_reduction_max", "fmax",
-                       "fmin", "rcp_approx", "WARP_SIZE"})
+                       "fmin", "rcp_approx", "WARP_SIZE",
+                       # warp-specialised kernels: a warp-uniform index, register reallocation (setmaxnreg)
+                       "make_warp_uniform", "setmaxregister_decrease", "setmaxregister_increase"})
 CUTE_MATH = frozenset({
     "abs", "absf", "absi", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "clamp", "copysign", "cos", "cosh", "div", "erf", "erfc", "exp", "exp2", "expm1", "floor", "fma", "fpowi",
@@ -83,22 +89,48 @@ CUTE_MATH = frozenset({
     "pow", "rcp", "rem", "round", "roundeven", "rsqrt", "sin", "sincos", "sinh", "sqrt", "sub", "tan", "tanh",
     "trunc",
 })
+# TMA loads global -> shared only (no TMA stores or reductions, no multicast), and their descriptors' prefetch
+CUTE_TMA = frozenset({"CopyBulkTensorTileG2SOp", "make_tiled_tma_atom", "tma_partition", "prefetch_descriptor"})
+# warpgroup MMA (wgmma.mma_async): the fp8 and f16/bf16 ops, their smem layout atoms, fence / commit / wait
+CUTE_WARPGROUP = frozenset({"MmaF8Op", "MmaF16BF16Op", "make_smem_layout_atom", "fence", "commit_group",
+                            "wait_group"})
+SMEM_LAYOUT_ATOMS = frozenset({"K_INTER", "K_SW32", "K_SW64", "K_SW128", "MN_INTER", "MN_SW32", "MN_SW64",
+                               "MN_SW128"})
+# chains: the attributes after cute between the module path (the key) and the leaf (one of the set)
 CUTE_CHAINS = {("nvgpu",): frozenset({"CopyUniversalOp"}), ("ReductionOp",): frozenset({"ADD", "MUL", "MIN", "MAX"}),
-               ("arch",): CUTE_ARCH, ("math",): CUTE_MATH}
+               ("arch",): CUTE_ARCH, ("math",): CUTE_MATH,
+               ("nvgpu", "OperandMajorMode"): frozenset({"K", "MN"}),
+               ("nvgpu", "cpasync"): CUTE_TMA,
+               ("nvgpu", "warpgroup"): CUTE_WARPGROUP,
+               ("nvgpu", "warpgroup", "OperandSource"): frozenset({"SMEM", "RMEM"}),
+               ("nvgpu", "warpgroup", "SmemLayoutAtomKind"): SMEM_LAYOUT_ATOMS,
+               ("nvgpu", "warpgroup", "Field"): frozenset({"ACCUMULATE"})}
 CUTLASS_NAMES = frozenset({"Constexpr", "range", "range_constexpr", "range_dynamic", "const_expr", "dynamic_expr",
                            "min", "max", "full", "full_like", "select_", "and_", "or_", "not_", "any_",
                            "all_"}) | DTYPES
-CUTLASS_CHAINS = {("utils",): frozenset({"SmemAllocator"})}
+# mbarrier pipelines of one CTA: a TMA producer and consumer threads, their stage/phase states
+CUTLASS_CHAINS = {("utils",): frozenset({"SmemAllocator"}),
+                  ("pipeline",): frozenset({"CooperativeGroup", "make_pipeline_state"}),
+                  ("pipeline", "PipelineTmaAsync"): frozenset({"create"}),
+                  ("pipeline", "Agent"): frozenset({"Thread"}),
+                  ("pipeline", "PipelineUserType"): frozenset({"Producer", "Consumer"})}
 # attributes on CuTe values: tensors, register fragments, TensorSSA values, tiled copies, the shared-memory allocator
 CUTE_MEMBERS = frozenset({"load", "store", "fill", "to", "shape", "layout", "stride", "element_type", "dtype",
                           "reduce", "reshape", "broadcast_to", "numel", "get_slice", "partition_S", "partition_D",
-                          "retile", "allocate_tensor", "allocate_array", "width"})
-METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel"})
+                          "retile", "allocate_tensor", "allocate_array", "width",
+                          # composed (swizzled) layouts, tiled MMAs and their slices, pipelines and pipeline states
+                          "outer", "inner", "set", "partition_A", "partition_B", "partition_C", "make_fragment_A",
+                          "make_fragment_B", "producer_acquire", "producer_get_barrier", "producer_commit",
+                          "consumer_wait", "consumer_release", "advance", "index"})
+METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "inner"})
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
 SELECTS = frozenset({"min", "max", "clamp", "fmax", "fmin"})
 LAUNCH_KEYWORDS = frozenset({"grid", "block", "stream", "smem"})
+# keyword arguments of calls that would reach other CTAs (make_tiled_tma_atom's num_multicast, cute.copy's
+# mcast_mask, PipelineTmaAsync.create's cta_layout_vmnk): clusters are not allowed, so neither are these
+CLUSTER_WORDS = ("multicast", "mcast", "cluster", "cta_layout")
 _ESCAPES = ("ptx", "mlir", "llvm", "nvvm", "print", "extern", "ffi", "compile")
 
 CUTE_RULE = ("or CuTe DSL (`import cutlass`, `import cutlass.cute as cute`; docs/cute.md): `@cute.kernel` device "
@@ -392,10 +424,10 @@ class CuteFunction(_Function):
                 _escape(a, node)
             if len(attrs) == 1 and attrs[0] in names:
                 return attrs[0]
-            if len(attrs) == 2 and attrs[1] in chains.get((attrs[0],), ()):
-                return attrs[1]
-            allowed = [f"{mod}.{{{', '.join(sorted(names))}}}"] + [f"{mod}.{p[0]}.{{{', '.join(sorted(v))}}}"
-                                                                   for p, v in chains.items()]
+            if len(attrs) >= 2 and attrs[-1] in chains.get(tuple(attrs[:-1]), ()):
+                return attrs[-1]
+            allowed = [f"{mod}.{{{', '.join(sorted(names))}}}"] + [
+                f"{mod}.{'.'.join(p)}.{{{', '.join(sorted(v))}}}" for p, v in chains.items()]
             raise _Reject(f"{_dotted(node)} is not allowed in {self.where}: CuTe bodies may use "
                           + "; ".join(allowed), node)
         return None
@@ -454,6 +486,10 @@ class CuteFunction(_Function):
         for kw in node.keywords:
             if kw.arg is None:
                 raise _Reject(f"**{_src(kw.value)} in a call in {self.where}", kw.value)
+            _escape(kw.arg, kw.value)
+            if any(w in kw.arg.lower() for w in CLUSTER_WORDS):
+                raise _Reject(f"{kw.arg}= in {_src(node)} ({self.where}): no clusters or multicast (one CTA per "
+                              "launch, nothing reaches another CTA)", kw.value)
         return [self.expr(a) for a in node.args] + [self.expr(kw.value) for kw in node.keywords]
 
     def call_args(self, node: ast.Call, callee: ast.FunctionDef) -> _Kind:

@@ -23,6 +23,7 @@ OP_MODULES = {
     "attention_fp8": "rsi.refs.attention_fp8",
     "sol_attn": "rsi.refs.sol_attn",
     "fp8_linear": "rsi.refs.fp8_linear",
+    "fp8_gemm": "rsi.refs.fp8_gemm",
     "modulate_fp8": "rsi.refs.modulate_fp8",
     "swiglu_fp8": "rsi.refs.swiglu_fp8",
     "head_merge_fp8": "rsi.refs.head_merge_fp8",

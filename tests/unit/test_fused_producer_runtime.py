@@ -55,6 +55,7 @@ def test_out_proj_takes_head_merge_fp8_only_where_verified(tmp_path):
         fused = attn(h, rope, [0, 40, 70], kernels)
     merged = [c for c in kernels.summary() if c["op"] == "head_merge_fp8"]
     assert merged and merged[0]["dims"] == {"rows": 70, "heads": cfg.heads, "world": 1}
+    assert "fp8_gemm" in {c["op"] for c in kernels.summary()}     # out_proj on the e4m3 rows: the GEMM op group
     assert torch.equal(fused, unfused)
 
 
