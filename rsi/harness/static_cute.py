@@ -9,30 +9,50 @@ compiles (``cutlass.Constexpr``), so a CuTe module has no ``from __future__ impo
 C1. CuTe functions are decorated exactly ``@cute.kernel`` (device code, launched) or ``@cute.jit`` (host-side JIT
     code that launches kernels, or a device helper called from a kernel): bare, the only decorator. Plain
     parameters with constant defaults; annotations absent, ``cutlass.Constexpr``, or a type of ``CUTE_TYPES`` on
-    cute / ``DTYPES`` on cute or cutlass (``cute.Tensor``, ``cutlass.Float32``); no return annotation.
+    cute / ``DTYPES`` on cute or cutlass (``cute.Tensor``, ``cutlass.Float32``; ``cute.CopyAtom``,
+    ``cute.TiledMma`` and ``cute.ComposedLayout`` carry TMA atoms, tiled MMAs and swizzled layouts from a
+    ``@cute.jit`` function to its kernel); no return annotation.
 C2. Bodies are traced as Python when K compiles them, inside the producer. Statements as in a Triton kernel (assign,
     augmented assign, if, for, while, return, break, continue, pass, calls) plus element stores ``t[i] = v``;
     names: parameters, locals, module constants, the module's CuTe functions, the builtins ``KERNEL_BUILTINS``.
     Attributes: ``cute.<CUTE_NAMES>``, ``cute.arch.<CUTE_ARCH>``, ``cute.math.<CUTE_MATH>``,
     ``cute.nvgpu.CopyUniversalOp``, ``cute.ReductionOp.<op>``, ``cutlass.<CUTLASS_NAMES>``,
-    ``cutlass.utils.SmemAllocator``, and on values only ``CUTE_MEMBERS``. Nothing starting with ``_``, nothing whose
-    name holds asm, timer, clock, ptx, mlir, llvm, nvvm, print, extern, ffi or compile: no inline PTX, clocks, IR
-    escape hatches or device printf, and no ``cute.compile`` (``K.cute_launch`` compiles). Calls: the functions
-    above, methods of ``CUTE_MEMBERS``, the module's ``@cute.jit`` functions; a ``@cute.kernel`` only as the
-    statement ``kern(...).launch(grid=..., block=..., stream=...)`` in a ``@cute.jit`` function.
+    ``cutlass.utils.SmemAllocator``, the Hopper GEMM building blocks below (``CUTE_CHAINS`` / ``CUTLASS_CHAINS``
+    list every path), and on values only ``CUTE_MEMBERS``. Nothing starting with ``_``, nothing whose name (an
+    attribute or a keyword argument) holds asm, timer, clock, ptx, mlir, llvm, nvvm, print, extern, ffi or compile:
+    no inline PTX, clocks, IR escape hatches or device printf, and no ``cute.compile`` (``K.cute_launch``
+    compiles). Calls: the functions above, methods of ``CUTE_MEMBERS``, the module's ``@cute.jit`` functions; a
+    ``@cute.kernel`` only as the statement ``kern(...).launch(grid=..., block=..., stream=...)`` in a ``@cute.jit``
+    function.
+    Hopper GEMM building blocks, each bounded by the tensors the harness passes (a TMA load's descriptor is built
+    from a tensor argument, or a view of one, and zero-fills what lies past its shape; WGMMA reads shared memory and
+    writes registers; the mbarriers live in the CTA's shared memory): TMA loads global -> shared
+    ``cute.nvgpu.cpasync.<CUTE_TMA>`` (``CopyBulkTensorTileG2SOp``, ``make_tiled_tma_atom``, ``tma_partition``,
+    ``prefetch_descriptor``); warpgroup MMA ``cute.nvgpu.warpgroup.<CUTE_WARPGROUP>`` (``MmaF8Op``,
+    ``MmaF16BF16Op``, ``make_smem_layout_atom``, ``fence``, ``commit_group``, ``wait_group``) with
+    ``cute.nvgpu.warpgroup.OperandSource.SMEM/RMEM``, ``.SmemLayoutAtomKind.<SMEM_LAYOUT_ATOMS>``,
+    ``.Field.ACCUMULATE`` and ``cute.nvgpu.OperandMajorMode.K/MN``; ``cute.<CUTE_HOPPER>`` (``tile_to_shape``,
+    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``); mbarrier pipelines of one CTA,
+    ``cutlass.pipeline.PipelineTmaAsync.create``, ``.CooperativeGroup``, ``.Agent.Thread``,
+    ``.make_pipeline_state``, ``.PipelineUserType.Producer/Consumer``; register reallocation
+    ``cute.arch.setmaxregister_decrease/increase`` and ``cute.arch.make_warp_uniform``. Not allowed: TMA stores and
+    reductions (S2G: outputs are written by element stores; kept out until a template needs them), multicast,
+    clusters (no ``cluster=`` launch keyword, and no keyword argument whose name holds multicast, mcast, cluster or
+    cta_layout), tensor-map updates, cp.async (non-bulk) and anything else of cpasync / warpgroup / pipeline.
 C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement ``K.cute_launch(fn, *args, **consts)``,
     which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, the parameter after the
     positional arguments takes the stream (unannotated), and every later parameter is ``cutlass.Constexpr``, bound by
     keyword to a constant or the config, never to a value derived from the inputs.
 C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K compiles for static shapes, so the
     shapes are known when a body is traced. Values derived from tensor metadata are tainted: ``.shape``,
-    ``.layout``, ``.stride``, ``.numel`` and the functions ``CUTE_METADATA`` of anything, ``cute.arch.grid_dim()``,
-    parameters not annotated ``cute.Tensor`` / ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed
-    from tainted values (an element or a load takes the taint of its tensor, not of the index). A comparison, a
-    truth test, ``cute.elem_less`` or a min / max involving a tainted value may involve no constant but 0, 1, -1 and
-    the index-width limits, and no tainted value into which another constant was folded by arithmetic; tensor data
-    (loads, elements of untainted tensors) is not metadata. A tainted value may not be passed to a ``cute.Tensor``,
-    ``cute.TensorSSA`` or ``cutlass.Constexpr`` parameter of another CuTe function (it would shed its taint there).
+    ``.layout``, ``.stride``, ``.numel``, a composed layout's ``.outer`` / ``.inner`` and the functions
+    ``CUTE_METADATA`` of anything, ``cute.arch.grid_dim()``, parameters not annotated ``cute.Tensor`` /
+    ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed from tainted values (an element or a load
+    takes the taint of its tensor, not of the index). A comparison, a truth test, ``cute.elem_less`` or a min / max
+    involving a tainted value may involve no constant but 0, 1, -1 and the index-width limits, and no tainted value
+    into which another constant was folded by arithmetic; tensor data (loads, elements of untainted tensors) is not
+    metadata. A tainted value may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
+    parameter of another CuTe function (it would shed its taint there).
 """
 
 from __future__ import annotations
@@ -138,7 +158,12 @@ CUTE_RULE = ("or CuTe DSL (`import cutlass`, `import cutlass.cute as cute`; docs
              "that host code runs with the statement `K.cute_launch(fn, tensors..., NAME=config...)`, which calls "
              "fn(tensors..., stream, NAME=...) with NAME parameters annotated cutlass.Constexpr; CuTe bodies use "
              "cute.* layout algebra, cute.arch thread/block/warp indices and shuffles, cute.math.*, cutlass dtypes, "
-             "cutlass.range / range_constexpr / const_expr and tensor methods (load, store, to, shape, ...); no "
+             "cutlass.range / range_constexpr / const_expr and tensor methods (load, store, to, shape, ...); for "
+             "Hopper GEMMs also TMA loads into shared memory (cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp, "
+             "make_tiled_tma_atom, tma_partition, prefetch_descriptor), warpgroup MMA (cute.nvgpu.warpgroup.MmaF8Op / "
+             "MmaF16BF16Op, make_smem_layout_atom, fence, commit_group, wait_group; cute.make_tiled_mma, "
+             "cute.tile_to_shape, cute.gemm), cutlass.pipeline.PipelineTmaAsync mbarrier pipelines and "
+             "cute.arch.setmaxregister_decrease / increase; no TMA stores, clusters or multicast, no "
              "cute.compile, printf, inline PTX or clocks; shape-derived values are compared only with 0, 1, -1, the "
              "index-width limits or the config")
 

@@ -61,3 +61,53 @@ def test_cute_template_compiles_for_sm90(tmp_path):
     assert aligned["ops"].get("div.full.f32") and aligned["ops"].get("ex2.approx.ftz.f32")  # MATH=1: Triton's
     assert odd["ops"].get("ld.global.b16") and not odd["ops"].get("ld.global.v4.b32")     # unaligned rows
     assert odd["ops"].get("div.rn.f32") and not odd["ops"].get("div.full.f32")            # MATH=0: IEEE
+
+
+_COMPILE_GEMM = r"""
+import collections, glob, importlib.util, json, os, re, sys
+import torch
+import cuda.bindings.driver as cuda
+from cutlass import cute
+from cutlass.cute.runtime import from_dlpack
+from rsi import kernel as K
+from rsi.spaces import load_space
+spec = importlib.util.spec_from_file_location("tpl_fp8_gemm_cute", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+out = []
+# the heuristic at a production-like shape; one consumer warpgroup with N and K tails (the odd shape)
+for (rows, k, n), cfg in (((200, 5376, 21504), load_space("fp8_gemm").heuristic()),
+                          ((333, 1008, 200), {"BM": 64, "BN": 128, "STAGES": 6, "GROUP_M": 8})):
+    x8, w8 = torch.empty(rows, k, dtype=torch.float8_e4m3fn), torch.empty(n, k, dtype=torch.float8_e4m3fn)
+    xs, ws, y = torch.empty(rows), torch.empty(n), torch.empty(rows, n, dtype=torch.bfloat16)
+    key, positional = K._cute_args(m._fp8_gemm_host, (x8, xs, w8, ws, y), cfg, cuda.CUstream(0), from_dlpack)
+    compile_args, layout = K._cute_bind(m._fp8_gemm_host, positional, cfg)
+    for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
+        os.remove(f)
+    cute.compile(m._fp8_gemm_host, *compile_args)
+    ptx = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
+    ops = collections.Counter(re.findall(r"wgmma\.mma_async[.a-z0-9_]*|cp\.async\.bulk\.tensor\.2d\.shared[^.]*|"
+                                         r"setmaxnreg[.a-z0-9]*|cvt\.rn\.bf16\.f32|fma\.rn\.f32", ptx))
+    out.append({"cfg": cfg, "ops": dict(ops), "call": list(layout)})
+print(json.dumps(out))
+"""
+
+
+def test_fp8_gemm_template_compiles_for_sm90(tmp_path):
+    """rsi/templates/fp8_gemm_cute.py: TMA loads, e4m3 warpgroup MMAs of the configured width, the register split
+    with two consumer warpgroups only, and an epilogue of separate fp32 products (no fma) rounded once to bf16."""
+    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
+           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "fp8_gemm_cute.py"
+    r = subprocess.run([sys.executable, "-c", _COMPILE_GEMM, str(tpl)], capture_output=True, text=True, timeout=600,
+                       env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    wide, narrow = json.loads(r.stdout.strip().splitlines()[-1])
+    assert wide["call"] == narrow["call"] == [0, 1, 2, 3, 4, 5]   # x8, x_scale, w8, w_scale, out, stream
+    assert wide["ops"].get("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3")
+    assert narrow["ops"].get("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3")
+    for c in (wide, narrow):
+        assert c["ops"].get("cp.async.bulk.tensor.2d.shared::cta") and c["ops"].get("cvt.rn.bf16.f32")
+        assert not c["ops"].get("fma.rn.f32")
+    assert wide["ops"].get("setmaxnreg.inc.sync.aligned.u32") and not narrow["ops"].get("setmaxnreg.inc.sync.aligned.u32")

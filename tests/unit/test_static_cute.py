@@ -1,5 +1,6 @@
-"""The CuTe DSL rules of the static check (rsi/harness/static_cute.py): the gelu_tanh CuTe template passes, and each
-cheat below, a one-line change of it, is rejected with its reason. Pure AST: cutlass need not be installed."""
+"""The CuTe DSL rules of the static check (rsi/harness/static_cute.py): the gelu_tanh and fp8_gemm CuTe templates
+pass, and each cheat below, a one-line change of one of them, is rejected with its reason. Pure AST: cutlass need not
+be installed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ TEMPLATE = template_source("gelu_tanh_cute")
 HOST_LAUNCH = "    K.cute_launch(_gelu_host, x, out, VEC=VEC, THREADS=THREADS, UNROLL=UNROLL, MATH=MATH)\n"
 KERNEL_LINE = "    total = n_rows * n_vec\n"
 JIT_LINE = "    gout = cute.zipped_divide(out, (1, VEC))\n"
+FP8 = template_source("fp8_gemm_cute")   # Hopper TMA + WGMMA: the GEMM building blocks of rule C2
+FP8_KERNEL_LINE = "    n_consumer_warps = (BM // 64) * 4\n"
+FP8_CONSUMER_LINE = "        k_blocks = cute.size(tCrA, mode=[2])        # BK / 32\n"
+FP8_TMA = "cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), x8,"
 
 
 def reason(src: str) -> str:
@@ -31,6 +36,19 @@ def in_kernel(line: str) -> str:
 
 def in_jit(line: str) -> str:
     return swap(JIT_LINE, JIT_LINE + line + "\n")
+
+
+def fp8_swap(old: str, new: str) -> str:
+    assert FP8.count(old) == 1, old
+    return FP8.replace(old, new)
+
+
+def in_fp8_kernel(line: str) -> str:
+    return fp8_swap(FP8_KERNEL_LINE, FP8_KERNEL_LINE + line + "\n")
+
+
+def in_fp8_consumer(line: str) -> str:
+    return fp8_swap(FP8_CONSUMER_LINE, FP8_CONSUMER_LINE + line + "\n")
 
 
 def test_the_cute_template_passes_and_is_cute():
@@ -105,15 +123,71 @@ def test_cheats_are_rejected(src, why):
     assert why in r, r
 
 
+def test_the_fp8_gemm_template_passes_and_is_cute():
+    assert reason(FP8) == ""
+    assert kernel_language(FP8) == "cute"
+
+
+@pytest.mark.parametrize("src", [
+    # bf16 operands through the f16/bf16 warpgroup op, A from registers
+    fp8_swap("MmaF8Op(f8, f8, cutlass.Float32, (64, BN, 32),", "MmaF16BF16Op(cutlass.BFloat16, cutlass.Float32, "
+             "(64, BN, 16),").replace("OperandSource.SMEM", "OperandSource.RMEM"),
+    fp8_swap("SmemLayoutAtomKind.K_SW128", "SmemLayoutAtomKind.K_SW64"),
+    in_fp8_consumer("        if k_blocks > 0:\n            pass"),
+])
+def test_honest_fp8_variants_pass(src):
+    assert reason(src) == ""
+
+
+@pytest.mark.parametrize("src, why", [
+    # TMA stores, reductions and multicast, clusters: not allowed
+    (fp8_swap(FP8_TMA, FP8_TMA.replace("G2SOp", "S2GOp")), "is not allowed"),
+    (fp8_swap(FP8_TMA, FP8_TMA.replace("G2SOp", "G2SMulticastOp")), "is not allowed"),
+    (fp8_swap(FP8_TMA, FP8_TMA.replace("TileG2SOp", "TileReduceS2GOp")), "is not allowed"),
+    (fp8_swap("(BM, BK))\n", "(BM, BK), num_multicast=2)\n"), "no clusters or multicast"),
+    (fp8_swap("tx_count=(BM + BN) * BK)", "tx_count=(BM + BN) * BK, cta_layout_vmnk=cute.make_layout(2))"),
+     "no clusters or multicast"),
+    (fp8_swap("                                                     stream=stream)",
+              "                                                     stream=stream, cluster=(2, 1, 1))"), "no clusters"),
+    (in_fp8_kernel("    r = cute.arch.block_idx_in_cluster()"), "is not allowed"),
+    (in_fp8_kernel("    cute.nvgpu.cpasync.update_tma_descriptor(tma_a, mA, bars)"), "is not allowed"),
+    (in_fp8_kernel("    cute.nvgpu.cpasync.fence_tma_desc_acquire(tma_a)"), "is not allowed"),
+    # unknown warpgroup / pipeline attributes, privates, IR escapes
+    (in_fp8_kernel("    cute.nvgpu.warpgroup.mma_async(tma_a)"), "is not allowed"),
+    (in_fp8_kernel("    f = cute.nvgpu.warpgroup.Field.NEGATE_A"), "is not allowed"),
+    (in_fp8_kernel("    g = cute.nvgpu.warpgroup.OperandSource"), "is not allowed"),
+    (in_fp8_kernel("    p = cutlass.pipeline._private"), "starting with '_'"),
+    (in_fp8_kernel("    p = cutlass.pipeline.PipelineTmaStore.create(num_stages=1)"), "is not allowed"),
+    (in_fp8_kernel("    g = cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.ThreadBlockCluster)"),
+     "is not allowed"),
+    (in_fp8_kernel("    q = pipe.sync_object_full"), "attribute .sync_object_full"),
+    (in_fp8_kernel("    cute.copy(tma_a, mA, mA, _raw=1)"), "starting with '_'"),
+    (in_fp8_kernel("    cute.copy(tma_a, mA, mA, ptx_hint=1)"), "IR-level escape"),
+    (in_fp8_kernel("    cute.arch.setmaxregister_ptx(40)"), "IR-level escape"),
+    (fp8_swap("a_layout: cute.ComposedLayout,", "a_layout: cute.Swizzle,"), "annotation cute.Swizzle"),
+    # C4 holds in the GEMM: k-tile counts, layouts and atoms are metadata
+    (in_fp8_kernel("    if n_rows == 4096:\n        pass"), "constant 4096"),
+    (in_fp8_consumer("        if k_blocks == 4:\n            pass"), "constant 4"),
+    (in_fp8_kernel("    if cute.size(a_layout.outer) == 65536:\n        pass"), "constant 65536"),
+    (in_fp8_kernel("    if cute.size(gA, mode=[2]) - 42 == 0:\n        pass"), "constant folded in"),
+])
+def test_fp8_cheats_are_rejected(src, why):
+    r = reason(src)
+    assert r, f"accepted: {why}"
+    assert why in r, r
+
+
 def test_the_prompt_rules_name_cute():
     rules = "\n".join(contract_rules())
     assert "K.cute_launch" in rules and "@cute.kernel" in rules
+    assert "CopyBulkTensorTileG2SOp" in rules and "no TMA stores, clusters or multicast" in rules
 
 
 def test_every_allowed_name_exists_in_cutlass_dsl():
     """The allow-lists name what CuTe DSL 4.8.1 has (skipped without the [cute] extra)."""
     pytest.importorskip("cutlass.cute")
     import cutlass
+    import cutlass.pipeline
     import cutlass.utils
     from cutlass import cute
 
@@ -122,6 +196,9 @@ def test_every_allowed_name_exists_in_cutlass_dsl():
     missing = [f"cute.{n}" for n in S.CUTE_NAMES if not hasattr(cute, n)]
     missing += [f"cutlass.{n}" for n in S.CUTLASS_NAMES if not hasattr(cutlass, n)]
     for chains, root in ((S.CUTE_CHAINS, cute), (S.CUTLASS_CHAINS, cutlass)):
-        for (sub,), names in chains.items():
-            missing += [f"{sub}.{n}" for n in names if not hasattr(getattr(root, sub), n)]
+        for path, names in chains.items():
+            obj = root
+            for sub in path:
+                obj = getattr(obj, sub)
+            missing += [f"{'.'.join(path)}.{n}" for n in names if not hasattr(obj, n)]
     assert not missing, missing
