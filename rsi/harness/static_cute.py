@@ -32,7 +32,8 @@ C2. Bodies are traced as Python when K compiles them, inside the producer. State
     ``MmaF16BF16Op``, ``make_smem_layout_atom``, ``fence``, ``commit_group``, ``wait_group``) with
     ``cute.nvgpu.warpgroup.OperandSource.SMEM/RMEM``, ``.SmemLayoutAtomKind.<SMEM_LAYOUT_ATOMS>``,
     ``.Field.ACCUMULATE`` and ``cute.nvgpu.OperandMajorMode.K/MN``; ``cute.<CUTE_HOPPER>`` (``tile_to_shape``,
-    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``); mbarrier pipelines of one CTA,
+    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``, and ``make_tensor`` over an argument's ``.iterator``, which C4
+    counts as metadata: a view with a layout of the kernel's making, e.g. a run-time row count for a TMA atom); mbarrier pipelines of one CTA,
     ``cutlass.pipeline.PipelineTmaAsync.create``, ``.CooperativeGroup``, ``.Agent.Thread``,
     ``.make_pipeline_state``, ``.PipelineUserType.Producer/Consumer``; register reallocation
     ``cute.arch.setmaxregister_decrease/increase`` and ``cute.arch.make_warp_uniform``. Not allowed: TMA stores and
@@ -94,7 +95,10 @@ CUTE_NAMES = frozenset({
     "max", "min", "fma", "floor", "ceil",
 }) | CUTE_TYPES | DTYPES
 # Hopper GEMM building blocks (a TMA + WGMMA mainloop): swizzled shared-memory layouts, MMA atoms, the gemm itself
-CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm"})
+# make_tensor: a tensor of an argument's iterator with a layout of the kernel's making (the fp8 GEMM gives x8 a
+# run-time row count: with a static 1 the TMA atom drops the mode and faults, H200 runs 47/47b). The view is read by
+# TMA or element loads; a write through it is an element store the guard bands and the output check see.
+CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm", "make_tensor"})
 CUTE_NAMES = CUTE_NAMES | CUTE_HOPPER
 CUTE_ARCH = frozenset({"thread_idx", "block_idx", "block_dim", "grid_dim", "lane_idx", "warp_idx", "sync_threads",
                        "sync_warp", "barrier", "shuffle_sync", "shuffle_sync_bfly", "shuffle_sync_down",
@@ -141,8 +145,10 @@ CUTE_MEMBERS = frozenset({"load", "store", "fill", "to", "shape", "layout", "str
                           # composed (swizzled) layouts, tiled MMAs and their slices, pipelines and pipeline states
                           "outer", "inner", "set", "partition_A", "partition_B", "partition_C", "make_fragment_A",
                           "make_fragment_B", "producer_acquire", "producer_get_barrier", "producer_commit",
-                          "consumer_wait", "consumer_release", "advance", "index"})
-METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "inner"})
+                          "consumer_wait", "consumer_release", "advance", "index",
+                          # a tensor's iterator (its pointer), for cute.make_tensor; metadata under C4
+                          "iterator"})
+METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "inner", "iterator"})
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})

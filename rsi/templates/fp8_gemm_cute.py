@@ -35,7 +35,7 @@ SMEM_BYTES = 232448  # the H200's shared memory per block (227 KiB)
 
 
 @cute.kernel
-def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA, tma_b: cute.CopyAtom, mB: cute.Tensor,
                      x_scale: cute.Tensor, w_scale: cute.Tensor, out: cute.Tensor, tiled_mma: cute.TiledMma,
                      a_layout: cute.ComposedLayout, b_layout: cute.ComposedLayout,
                      BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
@@ -158,8 +158,12 @@ def _fp8_gemm_host(x8: cute.Tensor, x_scale: cute.Tensor, w8: cute.Tensor, w_sca
     a_layout = cute.tile_to_shape(atom, (BM, BK, STAGES), order=(0, 1, 2))
     b_layout = cute.tile_to_shape(atom, (BN, BK, STAGES), order=(0, 1, 2))
     # TMA atoms: one (BM, BK) / (BN, BK) box per copy into one stage; they also give the coordinate tensors
-    tma_a, mA = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), x8,
-                                            cute.slice_(a_layout, (None, None, 0)), (BM, BK))
+    # x8's row count as a run-time value: with a static 1 the TMA atom drops the row mode and builds a 1-D
+    # descriptor that the 2-D copies fault on (H200 runs 47, 47b: an illegal instruction at R = 1)
+    xa = cute.make_tensor(x8.iterator, cute.make_layout((cutlass.Int32(x8.shape[0]), x8.shape[1]),
+                                                        stride=(x8.stride[0], 1)))
+    tma_a, mA = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), xa,
+                                                       cute.slice_(a_layout, (None, None, 0)), (BM, BK))
     tma_b, mB = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), w8,
                                             cute.slice_(b_layout, (None, None, 0)), (BN, BK))
     blocks = cute.ceil_div(out.shape[0], BM) * cute.ceil_div(out.shape[1], BN)
@@ -184,8 +188,6 @@ def launch(x8, x_scale, w8, w_scale, BM=128, BN=256, STAGES=4, GROUP_M=8):
         return out
     if n_k == 0:
         raise ValueError("K = 0 is not supported (TMA needs rows of 16 bytes)")
-    if n_rows == 1:   # H200 runs 47 and 47b: one row faults (illegal instruction); 2, 64, 127 and 200 rows do not
-        raise ValueError("R = 1 is not supported yet (the kernel faults on a one-row x8)")
     # 32-bit offsets: rows go in chunks (a multiple of BM rows) whose x8 and out stay under 2**31 elements; each
     # chunk shape compiles once (at most two: the full chunk and the last)
     chunk = (2**31 - 1) // max(n_cols, x8.stride(0)) // BM * BM

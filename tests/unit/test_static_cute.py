@@ -17,7 +17,7 @@ JIT_LINE = "    gout = cute.zipped_divide(out, (1, VEC))\n"
 FP8 = template_source("fp8_gemm_cute")   # Hopper TMA + WGMMA: the GEMM building blocks of rule C2
 FP8_KERNEL_LINE = "    n_consumer_warps = (BM // 64) * 4\n"
 FP8_CONSUMER_LINE = "        k_blocks = cute.size(tCrA, mode=[2])        # BK / 32\n"
-FP8_TMA = "cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), x8,"
+FP8_TMA = "cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), xa,"
 
 
 def reason(src: str) -> str:
@@ -82,7 +82,7 @@ def test_honest_variants_pass(src):
     (in_kernel("    print(total)"), "not allowed"),
     (in_kernel("    t = cute.arch.smid()"), "not allowed"),
     (in_kernel("    p = cute.make_ptr(cutlass.Float32, 0)"), "not allowed"),
-    (in_kernel("    q = gx.iterator"), "not allowed"),
+    (in_kernel("    q = gx.iterator\n    if q == 7:\n        pass"), "constant 7"),   # a pointer is metadata (C4)
     (in_kernel("    gx.shape = 1"), "only names"),
     (in_kernel("    if n_vec == 2048:\n        pass"), "constant 2048"),
     (in_kernel("    if cute.arch.grid_dim()[0] == 7:\n        pass"), "constant 7"),
@@ -170,6 +170,10 @@ def test_honest_fp8_variants_pass(src):
     (in_fp8_consumer("        if k_blocks == 4:\n            pass"), "constant 4"),
     (in_fp8_kernel("    if cute.size(a_layout.outer) == 65536:\n        pass"), "constant 65536"),
     (in_fp8_kernel("    if cute.size(gA, mode=[2]) - 42 == 0:\n        pass"), "constant folded in"),
+    # an iterator (a tensor's pointer) is metadata: no fingerprinting a buffer's address
+    (in_fp8_kernel("    if out.iterator == 4096:\n        pass"), "constant 4096"),
+    (fp8_swap("stride=(x8.stride[0], 1)))", "stride=(x8.stride[0], 1)))\n    if x8.iterator == 12345:\n        pass"),
+     "constant 12345"),
 ])
 def test_fp8_cheats_are_rejected(src, why):
     r = reason(src)
