@@ -15,14 +15,16 @@ Warp-specialised, one output tile per CTA, no clusters:
   * the epilogue works from the accumulator registers: ``x_scale[r] * (w_scale[n] * acc)`` in fp32 in that order,
     one ``cvt.rn.bf16.f32``, stores predicated on r < R and n < N.
   * with BM = 128 the producer gives up registers (``setmaxnreg`` 40) and the consumers take them (232).
-CTAs are rasterised in groups of GROUP_M row tiles that walk every column tile (L2 reuse of the w8 tiles).
+Tiles are rasterised in groups of GROUP_M row tiles that walk every column tile (L2 reuse of the w8 tiles).
+PERSIST 0 launches one CTA a tile; PERSIST > 0 launches min(tiles, PERSIST) CTAs (132: the H200's SMs) that walk
+their tiles with the pipeline state carried over, so the producer loads the next tile's stages during the epilogue.
 Shared memory: STAGES (BM + BN) 128 bytes plus the barriers, at most 227 KiB on the H200.
 Host rules: x8 and w8 with unit column stride, row strides and base addresses multiples of 16 bytes (TMA: not checked
 here, where the host may not read addresses; building the TMA descriptor fails on a misaligned tensor), the scales
 with unit stride; offsets are 32-bit, so launch runs the rows in chunks whose x8 and out hold fewer than
 2**31 elements (the huge shape: two chunks), and refuses a w8 of 2**31 elements. K.cute_launch compiles per shape.
 Written in the tenth session from the CuTe DSL's API (facts from CUTLASS's Hopper examples and quack's GEMM; no
-code copied). Config: BM (64 or 128), BN (a multiple of 8 up to 256), STAGES, GROUP_M.
+code copied). Config: BM (64 or 128), BN (a multiple of 8 up to 256), STAGES, GROUP_M, PERSIST.
 H200 run 48 (the judge): accepted (rel-L2 3.6e-3 against the exact op), 0.70-0.96x torch._scaled_mm with the
 heuristic 128 x 256 x 4 stages, not promoted. One tile per CTA: the fill and the epilogue are not overlapped with
 MMAs (a persistent grid, ping-pong consumers or a TMA-store epilogue would be next).
@@ -37,6 +39,15 @@ BK = 128  # k-tile: 128 e4m3 bytes, one row of the 128-byte swizzle atom; four W
 SMEM_BYTES = 232448  # the H200's shared memory per block (227 KiB)
 
 
+@cute.jit
+def _tile_coords(tile, num_m, num_n, GROUP_M: cutlass.Constexpr):
+    """Tile index -> (row tile, column tile): GROUP_M row tiles walk every column tile before the next group."""
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    group_m = cutlass.min(num_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % group_m, (tile % per_group) // group_m
+
+
 @cute.kernel
 def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA, tma_b: cute.CopyAtom, mB: cute.Tensor,
                      x_scale: cute.Tensor, w_scale: cute.Tensor, out: cute.Tensor, tiled_mma: cute.TiledMma,
@@ -45,21 +56,17 @@ def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA, tma_b: cute.CopyAtom, mB: cute.Te
                      GROUP_M: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
+    n_blocks, _, _ = cute.arch.grid_dim()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     n_rows = out.shape[0]
     n_cols = out.shape[1]
     if warp_idx == 0:
         cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
         cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
-
-    # ---- tile raster: GROUP_M row-tiles walk all column tiles before the next group (Triton's grouped order)
     num_m = (n_rows + BM - 1) // BM
     num_n = (n_cols + BN - 1) // BN
-    per_group = GROUP_M * num_n
-    first_m = (bidx // per_group) * GROUP_M
-    group_m = cutlass.min(num_m - first_m, GROUP_M)
-    pid_m = first_m + (bidx % per_group) % group_m
-    pid_n = (bidx % per_group) // group_m
+    num_tiles = num_m * num_n
+    k_tiles = cute.size(cute.local_tile(mB, (BN, BK), (0, None)), mode=[2])   # ceil(K / BK)
 
     # ---- shared memory: mbarriers (full + empty per stage), then the swizzled A / B stage buffers
     smem = cutlass.utils.SmemAllocator()
@@ -73,31 +80,33 @@ def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA, tma_b: cute.CopyAtom, mB: cute.Te
         consumer_group=cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.Thread, n_consumer_warps),
         tx_count=(BM + BN) * BK)  # bytes landing per stage (fp8: one byte per element); inits + syncs the CTA
 
-    # ---- global tiles (TMA coordinate tensors): (BM, BK, k_tiles) and (BN, BK, k_tiles)
-    gA = cute.local_tile(mA, (BM, BK), (pid_m, None))
-    gB = cute.local_tile(mB, (BN, BK), (pid_n, None))
-    k_tiles = cute.size(gA, mode=[2])
-    tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2),
-                                       cute.group_modes(gA, 0, 2))
-    tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
-                                       cute.group_modes(gB, 0, 2))
-
+    # Tiles bidx, bidx + grid, ...: one per CTA with PERSIST 0, else the CTA walks its tiles and the pipeline state
+    # carries over, so the producer loads the next tile's stages while the consumers run this tile's epilogue.
     if warp_idx < 4:
         # ================= producer warpgroup: warp 0 streams the k-tiles through the stages
         if cutlass.const_expr(BM == 128):  # 384 threads x 168 regs: hand 128 regs/thread to the consumers
             cute.arch.setmaxregister_decrease(40)
         if warp_idx == 0:
             wstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Producer, STAGES)
-            for k in cutlass.range(k_tiles, unroll=1):
-                pipe.producer_acquire(wstate)  # wait for an empty slot, arm its full barrier with tx_count
-                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, wstate.index)],
-                          tma_bar_ptr=pipe.producer_get_barrier(wstate))
-                cute.copy(tma_b, tBgB[(None, k)], tBsB[(None, wstate.index)],
-                          tma_bar_ptr=pipe.producer_get_barrier(wstate))
-                pipe.producer_commit(wstate)  # no-op for TMA (the bytes complete the barrier)
-                wstate.advance()
+            for tile in cutlass.range(bidx, num_tiles, n_blocks, unroll=1):
+                pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+                # TMA coordinate tiles (BM, BK, k_tiles) and (BN, BK, k_tiles) of this output tile
+                gA = cute.local_tile(mA, (BM, BK), (pid_m, None))
+                gB = cute.local_tile(mB, (BN, BK), (pid_n, None))
+                tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
+                                                              cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+                tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(tma_b, 0, cute.make_layout(1),
+                                                              cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+                for k in cutlass.range(k_tiles, unroll=1):
+                    pipe.producer_acquire(wstate)  # wait for an empty slot, arm its full barrier with tx_count
+                    cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, wstate.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(wstate))
+                    cute.copy(tma_b, tBgB[(None, k)], tBsB[(None, wstate.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(wstate))
+                    pipe.producer_commit(wstate)  # no-op for TMA (the bytes complete the barrier)
+                    wstate.advance()
     else:
-        # ================= consumer warpgroups: WGMMA main loop, then the scale epilogue
+        # ================= consumer warpgroups: WGMMA main loop, then the scale epilogue, per tile
         if cutlass.const_expr(BM == 128):  # 128 * 40 + 256 * 232 = 64512 <= 65536 registers
             cute.arch.setmaxregister_increase(232)
         ctid = tidx - 128
@@ -108,48 +117,51 @@ def _fp8_gemm_kernel(tma_a: cute.CopyAtom, mA, tma_b: cute.CopyAtom, mB: cute.Te
         tCrB = tiled_mma.make_fragment_B(tCsB)
         tCcC = thr_mma.partition_C(cute.make_identity_tensor((BM, BN)))  # (m, n) in the tile of each acc value
         acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
-        acc.fill(0.0)
+        res = cute.make_rmem_tensor(tCcC.shape, cutlass.BFloat16)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         k_blocks = cute.size(tCrA, mode=[2])        # BK / 32
-
         rstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
         release = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
-        for k in cutlass.range(k_tiles, unroll=1):
-            pipe.consumer_wait(rstate)              # TMA bytes of this stage have landed
-            cute.nvgpu.warpgroup.fence()
-            for kb in cutlass.range_constexpr(k_blocks):
-                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)], tCrB[(None, None, kb, rstate.index)],
-                          acc)
-            cute.nvgpu.warpgroup.commit_group()
-            cute.nvgpu.warpgroup.wait_group(1)                 # the previous k-tile's WGMMAs are done reading smem ...
-            if k > 0:
-                pipe.consumer_release(release)      # ... so its stage goes back to the producer
-                release.advance()
-            rstate.advance()
-        cute.nvgpu.warpgroup.wait_group(0)
+        for tile in cutlass.range(bidx, num_tiles, n_blocks, unroll=1):
+            pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+            acc.fill(0.0)
+            for k in cutlass.range(k_tiles, unroll=1):
+                pipe.consumer_wait(rstate)              # TMA bytes of this stage have landed
+                cute.nvgpu.warpgroup.fence()
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
+                              tCrB[(None, None, kb, rstate.index)], acc)
+                cute.nvgpu.warpgroup.commit_group()
+                cute.nvgpu.warpgroup.wait_group(1)      # the previous k-tile's WGMMAs are done reading smem ...
+                if k > 0:
+                    pipe.consumer_release(release)      # ... so its stage goes back to the producer
+                    release.advance()
+                rstate.advance()
+            cute.nvgpu.warpgroup.wait_group(0)
+            pipe.consumer_release(release)              # the tile's last stage
+            release.advance()
 
-        # ---- epilogue: v = x_scale[r] * (w_scale[n] * acc), bf16 (RNE), stored where r < R
-        row0 = pid_m * BM
-        col0 = pid_n * BN
-        res = cute.make_rmem_tensor(tCcC.shape, cutlass.BFloat16)
-        for i in cutlass.range_constexpr(cute.size(acc)):   # loads only: repeated scale loads fold together
-            m, n = tCcC[i]
-            r = cutlass.min(row0 + m, n_rows - 1)            # clamped: the loads are in bounds, the store masked
-            c = cutlass.min(col0 + n, n_cols - 1)
-            res[i] = (x_scale[r] * (w_scale[c] * acc[i])).to(cutlass.BFloat16)
-        gOut = cute.local_tile(out, (BM, BN), (pid_m, pid_n))
-        tCgOut = thr_mma.partition_C(gOut)
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            m, n = tCcC[i]
-            if row0 + m < n_rows:  # noqa: SIM102 - nested: both are traced as dynamic ifs
-                if col0 + n < n_cols:
-                    tCgOut[i] = res[i]
+            # ---- epilogue: v = x_scale[r] * (w_scale[n] * acc), bf16 (RNE), stored where r < R and n < N
+            row0 = pid_m * BM
+            col0 = pid_n * BN
+            for i in cutlass.range_constexpr(cute.size(acc)):   # loads only: repeated scale loads fold together
+                m, n = tCcC[i]
+                r = cutlass.min(row0 + m, n_rows - 1)            # clamped: the loads are in bounds, the store masked
+                c = cutlass.min(col0 + n, n_cols - 1)
+                res[i] = (x_scale[r] * (w_scale[c] * acc[i])).to(cutlass.BFloat16)
+            gOut = cute.local_tile(out, (BM, BN), (pid_m, pid_n))
+            tCgOut = thr_mma.partition_C(gOut)
+            for i in cutlass.range_constexpr(cute.size(acc)):
+                m, n = tCcC[i]
+                if row0 + m < n_rows:  # noqa: SIM102 - nested: both are traced as dynamic ifs
+                    if col0 + n < n_cols:
+                        tCgOut[i] = res[i]
 
 
 @cute.jit
 def _fp8_gemm_host(x8: cute.Tensor, x_scale: cute.Tensor, w8: cute.Tensor, w_scale: cute.Tensor, out: cute.Tensor,
                    stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
-                   GROUP_M: cutlass.Constexpr):
+                   GROUP_M: cutlass.Constexpr, PERSIST: cutlass.Constexpr):
     f8 = cutlass.Float8E4M3FN
     # WGMMA m64 x BN x k32, e4m3 x e4m3 -> f32, A and B from smem, both K-major; BM/64 warpgroups stacked along M
     mma_op = cute.nvgpu.warpgroup.MmaF8Op(f8, f8, cutlass.Float32, (64, BN, 32),
@@ -170,12 +182,14 @@ def _fp8_gemm_host(x8: cute.Tensor, x_scale: cute.Tensor, w8: cute.Tensor, w_sca
     tma_b, mB = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), w8,
                                             cute.slice_(b_layout, (None, None, 0)), (BN, BK))
     blocks = cute.ceil_div(out.shape[0], BM) * cute.ceil_div(out.shape[1], BN)
+    if cutlass.const_expr(PERSIST > 0):
+        blocks = cutlass.min(blocks, PERSIST)
     _fp8_gemm_kernel(tma_a, mA, tma_b, mB, x_scale, w_scale, out, tiled_mma, a_layout, b_layout,
                      BM, BN, STAGES, GROUP_M).launch(grid=(blocks, 1, 1), block=(128 * (1 + BM // 64), 1, 1),
                                                      stream=stream)
 
 
-def launch(x8, x_scale, w8, w_scale, BM=128, BN=256, STAGES=4, GROUP_M=8):
+def launch(x8, x_scale, w8, w_scale, BM=128, BN=256, STAGES=4, GROUP_M=8, PERSIST=0):
     n_rows, n_k = x8.shape
     n_cols = w8.shape[0]
     if w8.shape[1] != n_k or x_scale.shape[0] != n_rows or w_scale.shape[0] != n_cols:
@@ -197,5 +211,5 @@ def launch(x8, x_scale, w8, w_scale, BM=128, BN=256, STAGES=4, GROUP_M=8):
     for r0 in range(0, n_rows, chunk):
         r1 = min(r0 + chunk, n_rows)
         K.cute_launch(_fp8_gemm_host, x8[r0:r1], x_scale[r0:r1], w8, w_scale, out[r0:r1], BM=BM, BN=BN,
-                      STAGES=STAGES, GROUP_M=GROUP_M)
+                      STAGES=STAGES, GROUP_M=GROUP_M, PERSIST=PERSIST)
     return out
