@@ -250,7 +250,7 @@ def merge_rows(x: torch.Tensor, kernels, quantize: bool = False) -> torch.Tensor
     if quantize and kernels is not None and kernels.verified("head_merge_fp8", x):
         return kernels.call("head_merge_fp8", x)
     if x.shape[0] == 1:
-        return x.view(x.shape[1], -1)
+        return x.reshape(x.shape[1], -1)
     return kernels.call("head_merge", x)
 
 

@@ -75,6 +75,7 @@ class Kernels:
             target = t.name if t else None
         self.mode, self.root, self.target, self._env = mode, root, target, env
         self._cache: dict[tuple, Choice] = {}
+        self._unverified: set[tuple] = set()   # (op, dims) that ``verified`` found no kernel for
         self.reset_times()
         from runtime.attention import Attention
 
@@ -107,11 +108,16 @@ class Kernels:
         runtime takes a fused path (e.g. an FP8 producer) only where its kernel exists."""
         if self.mode == "reference" or op not in refs.OP_MODULES:
             return False
-        c = self._cache.get((op, tuple(sorted(op_dims(op, args).items()))))
+        key = (op, tuple(sorted(op_dims(op, args).items())))
+        c = self._cache.get(key)
         if c is not None:
             return c.candidate_hash is not None
-        vk, _why = resolve(self.root, self.target, op, op_dims(op, args), self.env)
-        return vk is not None
+        if key not in self._unverified:      # asked on every attention call: the lock is read once per dims
+            vk, _why = resolve(self.root, self.target, op, dict(key[1]), self.env)
+            if vk is not None:
+                return True
+            self._unverified.add(key)
+        return False
 
     def call_or(self, op: str, fallback: Callable[..., Any], *args: Any) -> Any:
         """As ``call``, but where no verified kernel serves these dims ``fallback`` runs instead of the op group's

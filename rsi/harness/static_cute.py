@@ -32,8 +32,11 @@ C2. Bodies are traced as Python when K compiles them, inside the producer. State
     ``MmaF16BF16Op``, ``make_smem_layout_atom``, ``fence``, ``commit_group``, ``wait_group``) with
     ``cute.nvgpu.warpgroup.OperandSource.SMEM/RMEM``, ``.SmemLayoutAtomKind.<SMEM_LAYOUT_ATOMS>``,
     ``.Field.ACCUMULATE`` and ``cute.nvgpu.OperandMajorMode.K/MN``; ``cute.<CUTE_HOPPER>`` (``tile_to_shape``,
-    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``, and ``make_tensor`` over an argument's ``.iterator``, which C4
-    counts as metadata: a view with a layout of the kernel's making, e.g. a run-time row count for a TMA atom); mbarrier pipelines of one CTA,
+    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``, and ``make_tensor`` whose first argument is a tensor
+    parameter's ``.iterator`` as it is: no pointer arithmetic, and ``.iterator`` nowhere else; C4 counts the view as
+    metadata. It gives the FP8 GEMM's TMA atom a run-time row count. Its layout is the kernel's, so, like an
+    out-of-range index, it can reach past the tensor; reads stay inside the producer process, and writes are
+    element stores that the output check and the guard bands see); mbarrier pipelines of one CTA,
     ``cutlass.pipeline.PipelineTmaAsync.create``, ``.CooperativeGroup``, ``.Agent.Thread``,
     ``.make_pipeline_state``, ``.PipelineUserType.Producer/Consumer``; register reallocation
     ``cute.arch.setmaxregister_decrease/increase`` and ``cute.arch.make_warp_uniform``. Not allowed: TMA stores and
@@ -148,6 +151,7 @@ CUTE_MEMBERS = frozenset({"load", "store", "fill", "to", "shape", "layout", "str
                           "consumer_wait", "consumer_release", "advance", "index",
                           # a tensor's iterator (its pointer), for cute.make_tensor; metadata under C4
                           "iterator"})
+CUTE_FIELDS = frozenset({"index"})   # members that are read, never called (a tuple's .index would match a shape)
 METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "inner", "iterator"})
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
@@ -269,6 +273,7 @@ class CuteFunction(_Function):
         self.consts = {k: v for k, v in mod.consts.items() if k not in self.params and k not in self.locals}
         self.taint: dict[str, _Kind] = {}
         self.changed = False
+        self.iterators: set[int] = set()   # .iterator nodes that are cute.make_tensor's first argument (C2)
 
     def check(self) -> None:
         fn, a = self.fn, self.fn.args
@@ -468,6 +473,9 @@ class CuteFunction(_Function):
             raise _Reject(f"assigns attribute {_dotted(node)}: patching objects is not allowed", node)
         if self.module_attr(node) is not None:
             return _CLEAN
+        if node.attr == "iterator" and id(node) not in self.iterators:
+            raise _Reject(f"{_src(node)} in {self.where}: a tensor's .iterator is only cute.make_tensor's first "
+                          "argument", node)
         root, attrs = _chain(node)
         if isinstance(root, ast.Name) and root.id in self.mod.api:
             raise _Reject(f"{_dotted(node)} in {self.where}: the kernel API (rsi.kernel) is for host code", node)
@@ -497,6 +505,20 @@ class CuteFunction(_Function):
         if not isinstance(f, ast.Attribute):
             raise _Reject(f"{self.where} calls the result of {_src(f)}: call functions and methods by name", node)
         leaf = self.module_attr(f)
+        if leaf == "make_tensor":
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Attribute) and first.attr == "iterator" and isinstance(first.value, ast.Name)
+                    and self.taint.get(first.value.id) == _CLEAN and first.value.id in self.params):
+                raise _Reject(f"{_src(node)} in {self.where}: cute.make_tensor takes a tensor parameter's .iterator "
+                              "as it is (no pointer arithmetic, no other pointer)", node)
+            self.iterators.add(id(first))
+        if leaf == "make_tiled_tma_atom" and len(node.args) > 4:   # the fifth would be num_multicast
+            raise _Reject(f"{_src(node)} in {self.where}: make_tiled_tma_atom takes (op, tensor, smem layout, tile): no "
+                          "clusters or multicast", node)
+        if leaf == "tma_partition" and not (len(node.args) == 5 and _src(node.args[1]) == "0"
+                                            and _src(node.args[2]) == "cute.make_layout(1)"):
+            raise _Reject(f"{_src(node)} in {self.where}: tma_partition(atom, 0, cute.make_layout(1), smem, gmem): one "
+                          "CTA, no clusters or multicast", node)
         if leaf is not None:
             kinds = self.args(node)
             if leaf in CUTE_METADATA:   # metadata of whatever it is given (cute.size(t), cute.arch.grid_dim())
@@ -507,8 +529,17 @@ class CuteFunction(_Function):
             return self.select(node, leaf, kinds)
         if f.attr == "launch":
             raise _Reject(f"{_src(f)}(...) used as a value in {self.where}: launch kernels as statements", node)
+        if f.attr in CUTE_FIELDS:
+            raise _Reject(f"{_src(f)}(...) in {self.where}: .{f.attr} is a field (a pipeline state's stage), not a "
+                          "method", node)
         k = self.attribute(f)
-        return self.join((k, *self.args(node)))
+        kinds = self.args(node)
+        if k.taint:   # a method of metadata (e.g. a shape tuple's) may not take a constant to match a shape against
+            bad = [c for a in [*node.args, *(kw.value for kw in node.keywords)] for c in _bad_constants(a, self.consts)]
+            if bad:
+                raise _Reject(f"{_src(node)} in {self.where} gives constant {bad[0]} to a method of tensor metadata: "
+                              "special-casing shapes is not allowed", node)
+        return self.join((k, *kinds))
 
     def args(self, node: ast.Call) -> list[_Kind]:
         for a in node.args:

@@ -220,3 +220,29 @@ def test_bench_script_cpu_smoke(tmp_path):
     assert f8["fused_producers"] == [] and set(f8["by_attention_without_producers"]) == {"dense", "fp8"}
     for cls, r in f8["by_attention_without_producers"].items():
         assert r["error_vs_dense"] == f8["by_attention"][cls]["error_vs_dense"]
+
+
+def test_bench_fp8_block_with_and_without_producers(tmp_path, monkeypatch):
+    """As if the lock served swiglu_fp8 and head_merge_fp8 (their references run on the CPU): the fp8 block uses them,
+    and the pass without them still times the same block."""
+    from runtime import bench_h200
+    from runtime.kernels import Kernels
+
+    asked = []
+
+    def verified(self, op, *args):
+        asked.append(op)
+        return op in ("swiglu_fp8", "head_merge_fp8")
+
+    monkeypatch.setattr(Kernels, "verified", verified)
+    out = tmp_path / "b.json"
+    rc = bench_h200.main(["--config", "tiny", "--device", "cpu", "--full-res", "128x64", "--s1-res", "64x32",
+                          "--duration", "0.2", "--text-len-full", "10", "--text-len-s1", "8", "--block-reps", "1",
+                          "--attention", "dense", "--precision", "fp8", "--modes", "verified", "--skip-request",
+                          "--out", str(out)])
+    assert rc == 0
+    f8 = json.loads(out.read_text())["block_fp8_linears"]
+    assert f8["fused_producers"] == ["head_merge_fp8", "swiglu_fp8"] and {"swiglu_fp8", "head_merge_fp8"} <= set(asked)
+    with_p, without = f8["by_attention"]["dense"], f8["by_attention_without_producers"]["dense"]
+    # the same quantiser either way: the block's error moves by the producers' last-bit differences at most
+    assert abs(with_p["error_vs_dense"]["rel_l2"] - without["error_vs_dense"]["rel_l2"]) < 1e-3
