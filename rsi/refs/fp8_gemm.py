@@ -120,8 +120,7 @@ def sample_dims(rng: random.Random, backend: str) -> dict[str, int]:
     """Interpreter: any rows, K and N multiples of 16 up to 160; GPU: any rows with one linear's (K, N)."""
     if backend == "interpret":
         return {"rows": draw_rows(rng, backend), "k": 16 * rng.randint(1, 10), "n": 16 * rng.randint(1, 10)}
-    k, n = rng.choice(L.PAIRS)
-    return {"rows": draw_rows(rng, backend), "k": k, "n": n}
+    return L.sample_dims(rng, backend)
 
 
 def sample_shapes(rng: random.Random, backend: str, n: int) -> list[Shape]:
