@@ -46,7 +46,8 @@ take views, compute launch geometry from sizes and launch kernels. The rules, in
    (after folding ``5000 + 376``, ``1 << 31``, module constants) other than 0, 1, -1 and the index-width limits
    ``INDEX_WIDTH_LIMITS`` (2**31 - 1, 2**31, 2**32, 2**63 - 1: int32/int64 overflow guards such as
    ``x.numel() + BLOCK >= 2**31 - 1``), and may not involve a tainted value into which such a constant was folded
-   by arithmetic (``k = n - 5376; if k == 0``). Comparisons against launch parameters with defaults (the config)
+   by arithmetic (``k = n - 5376; if k == 0``); nor may such a value bound a host loop (``for _ in range(n //
+   16384)`` runs its body at some shapes only). Comparisons against launch parameters with defaults (the config)
    are allowed: ``if n_cols > BLOCK_H + BLOCK_T: raise ValueError(...)``.
 5. CuTe DSL (``rsi.harness.static_cute``, rules C1-C4 there): ``@cute.kernel`` / ``@cute.jit`` functions with their
    own allow-list, launched from host code only by the statement ``K.cute_launch(fn, *args, **consts)``; rule 4
@@ -920,6 +921,9 @@ class _Host(_Function):
             k = _Kind("S")
             for a in it.args:
                 k = k.join(self.scalar(a, "range()"))
+            if k.mixed:   # rule 4: range(n // 16384) runs its body at some shapes only
+                raise _Reject(f"for loop over {_src(it)} in {fn}(): a bound computed from a shape with a constant "
+                              "folded in picks a branch by shape: special-casing shapes is not allowed", s)
             if s.orelse:
                 raise _Reject(f"for ... else in {fn}()", s)
             self.bind(s.target, k, None)

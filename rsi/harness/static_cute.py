@@ -32,11 +32,11 @@ C2. Bodies are traced as Python when K compiles them, inside the producer. State
     ``MmaF16BF16Op``, ``make_smem_layout_atom``, ``fence``, ``commit_group``, ``wait_group``) with
     ``cute.nvgpu.warpgroup.OperandSource.SMEM/RMEM``, ``.SmemLayoutAtomKind.<SMEM_LAYOUT_ATOMS>``,
     ``.Field.ACCUMULATE`` and ``cute.nvgpu.OperandMajorMode.K/MN``; ``cute.<CUTE_HOPPER>`` (``tile_to_shape``,
-    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``, and ``make_tensor`` whose first argument is a tensor
-    parameter's ``.iterator`` as it is: no pointer arithmetic, and ``.iterator`` nowhere else; C4 counts the view as
-    metadata. It gives the FP8 GEMM's TMA atom a run-time row count. Its layout is the kernel's, so, like an
-    out-of-range index, it can reach past the tensor; reads stay inside the producer process, and writes are
-    element stores that the output check and the guard bands see); mbarrier pipelines of one CTA,
+    ``make_mma_atom``, ``make_tiled_mma``, ``gemm``, and ``make_tensor`` written as the tensor argument of
+    ``make_tiled_tma_atom`` with a tensor parameter's ``.iterator`` as it is: a view TMA loads from and nothing is
+    stored through; no pointer arithmetic, ``.iterator`` nowhere else, and C4 counts the view as metadata. It
+    gives the FP8 GEMM's TMA atom a run-time row count. Its layout is the kernel's, so, like an out-of-range index,
+    it can read past the tensor, inside the producer process); mbarrier pipelines of one CTA,
     ``cutlass.pipeline.PipelineTmaAsync.create``, ``.CooperativeGroup``, ``.Agent.Thread``,
     ``.make_pipeline_state``, ``.PipelineUserType.Producer/Consumer``; register reallocation
     ``cute.arch.setmaxregister_decrease/increase`` and ``cute.arch.make_warp_uniform``. Not allowed: TMA stores and
@@ -54,8 +54,10 @@ C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K c
     ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed from tainted values (an element or a load
     takes the taint of its tensor, not of the index). A comparison, a truth test, ``cute.elem_less`` or a min / max
     involving a tainted value may involve no constant but 0, 1, -1 and the index-width limits, and no tainted value
-    into which another constant was folded by arithmetic; tensor data (loads, elements of untainted tensors) is not
-    metadata. A tainted value may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
+    into which another constant was folded by arithmetic; nor may such a value be a loop bound (``cutlass.range``,
+    ``range_constexpr``, ``range``: ``range_constexpr(n // 21504)`` runs its body only at some shapes) or an index
+    (``(0, 1)[n // 21504]``). Tensor data (loads, elements of untainted tensors) is not metadata. A tainted value
+    may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
     parameter of another CuTe function (it would shed its taint there).
 """
 
@@ -156,6 +158,7 @@ METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "in
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
+LOOPS = frozenset({"range", "range_constexpr", "range_dynamic"})   # a mixed bound is a shape test (C4)
 SELECTS = frozenset({"min", "max", "clamp", "fmax", "fmin"})
 LAUNCH_KEYWORDS = frozenset({"grid", "block", "stream", "smem"})
 # keyword arguments of calls that would reach other CTAs (make_tiled_tma_atom's num_multicast, cute.copy's
@@ -274,6 +277,7 @@ class CuteFunction(_Function):
         self.taint: dict[str, _Kind] = {}
         self.changed = False
         self.iterators: set[int] = set()   # .iterator nodes that are cute.make_tensor's first argument (C2)
+        self.tma_sources: set[int] = set()   # make_tiled_tma_atom's tensor arguments (C2)
 
     def check(self) -> None:
         fn, a = self.fn, self.fn.args
@@ -420,8 +424,10 @@ class CuteFunction(_Function):
             return self.join(self.expr(e) for e in node.elts)
         if isinstance(node, ast.Subscript):
             k = self.expr(node.value)
-            self.expr(node.slice)   # an element takes the taint of its tensor, not of the index
-            return k
+            if self.expr(node.slice).mixed:   # an element takes the taint of its tensor, not of the index ...
+                raise _Reject(f"{_src(node)} in {self.where}: an index computed from tensor metadata with a constant "
+                              "folded in selects by shape: special-casing shapes is not allowed", node)
+            return k   # ... but an index may not carry a shape test
         if isinstance(node, ast.Slice):
             return self.join(self.expr(x) for x in (node.lower, node.upper, node.step) if x is not None)
         raise _Reject(_expression_reason(node, self.where), node)
@@ -505,7 +511,12 @@ class CuteFunction(_Function):
         if not isinstance(f, ast.Attribute):
             raise _Reject(f"{self.where} calls the result of {_src(f)}: call functions and methods by name", node)
         leaf = self.module_attr(f)
+        if leaf == "make_tiled_tma_atom" and len(node.args) > 1:
+            self.tma_sources.add(id(node.args[1]))       # the tensor a TMA load reads: the only place for make_tensor
         if leaf == "make_tensor":
+            if id(node) not in self.tma_sources:
+                raise _Reject(f"{_src(node)} in {self.where}: cute.make_tensor is only the tensor argument of "
+                              "make_tiled_tma_atom (a view TMA loads from, never stored through)", node)
             first = node.args[0] if node.args else None
             if not (isinstance(first, ast.Attribute) and first.attr == "iterator" and isinstance(first.value, ast.Name)
                     and self.taint.get(first.value.id) == _CLEAN and first.value.id in self.params):
@@ -576,6 +587,10 @@ class CuteFunction(_Function):
         """A builtin or a cute/cutlass function; min / max / clamp of a tainted value and a constant is refused
         (C4: ``min(n, 5376)`` as a loop bound special-cases a shape without a comparison)."""
         k = self.join(kinds)
+        if name in LOOPS and any(x.mixed for x in kinds):
+            raise _Reject(f"{_src(node)} in {self.where}: a loop bound computed from tensor metadata with a constant "
+                          "folded in (the trip count would pick a branch by shape): special-casing shapes is not "
+                          "allowed", node)
         bad = [c for a in node.args for c in _bad_constants(a, self.consts)] if name in SELECTS and k.taint else []
         if bad:
             raise _Reject(f"{name}() of a value derived from tensor metadata and the constant {bad[0]} in "

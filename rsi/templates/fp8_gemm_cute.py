@@ -175,10 +175,11 @@ def _fp8_gemm_host(x8: cute.Tensor, x_scale: cute.Tensor, w8: cute.Tensor, w_sca
     # TMA atoms: one (BM, BK) / (BN, BK) box per copy into one stage; they also give the coordinate tensors
     # x8's row count as a run-time value: with a static 1 the TMA atom drops the row mode and builds a 1-D
     # descriptor that the 2-D copies fault on (H200 runs 47, 47b: an illegal instruction at R = 1)
-    xa = cute.make_tensor(x8.iterator, cute.make_layout((cutlass.Int32(x8.shape[0]), x8.shape[1]),
-                                                        stride=(x8.stride[0], 1)))
-    tma_a, mA = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), xa,
-                                                       cute.slice_(a_layout, (None, None, 0)), (BM, BK))
+    tma_a, mA = cute.nvgpu.cpasync.make_tiled_tma_atom(
+        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),
+        cute.make_tensor(x8.iterator, cute.make_layout((cutlass.Int32(x8.shape[0]), x8.shape[1]),
+                                                       stride=(x8.stride[0], 1))),
+        cute.slice_(a_layout, (None, None, 0)), (BM, BK))
     tma_b, mB = cute.nvgpu.cpasync.make_tiled_tma_atom(cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), w8,
                                             cute.slice_(b_layout, (None, None, 0)), (BN, BK))
     blocks = cute.ceil_div(out.shape[0], BM) * cute.ceil_div(out.shape[1], BN)

@@ -611,6 +611,12 @@ SHAPE_FOLDED = HONEST.replace(
     "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n"
     "    k = n_cols - 14336\n    if k == 0:\n        return out\n")
 
+# the same through a loop's trip count: the body runs at the production width only (tenth session's adversary pass)
+SHAPE_LOOP = HONEST.replace(
+    "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n",
+    "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n"
+    "    for _ in range(n_cols // 14336):\n        return out\n")
+
 # the op done on the host with tensor methods (no kernel)
 HOST_TORCH = STATIC_HEAD + '''
 

@@ -135,6 +135,7 @@ STATIC_CHEATS = [
     ("SYS_MODULES", "vars"),
     ("SHAPE_ARITHMETIC", "special-casing shapes"),
     ("SHAPE_FOLDED", "special-casing shapes"),
+    ("SHAPE_LOOP", "special-casing shapes"),
     ("HOST_TORCH", "compute belongs in a @triton.jit kernel"),
     ("HEURISTICS", "decorator"),
     ("AUTOTUNE", "decorator"),

@@ -118,3 +118,21 @@ def test_merge_rows_reads_its_input_every_call(tmp_path):
         want = quantize_rows(x.permute(1, 0, 2, 3).reshape(5, -1))
         assert torch.equal(h8.view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(s, want[1])
     assert torch.equal(merge_rows(x[:1], kernels), x[0].reshape(5, -1))
+
+
+def test_verified_reads_the_lock_once_per_dims(tmp_path, monkeypatch):
+    """merge_rows asks on every attention call: a miss is remembered per (op, dims), a new shape asks again."""
+    import runtime.kernels as RK
+
+    asked = []
+
+    def resolve(root, target, op, dims, env):
+        asked.append((op, tuple(sorted(dims.items()))))
+        return None, "no lock entry"
+
+    monkeypatch.setattr(RK, "resolve", resolve)
+    kernels = Kernels("verified", root=tmp_path, target="h200", env={})
+    x = torch.zeros(1, 5, 3, 128, dtype=torch.bfloat16)
+    assert not any(kernels.verified("head_merge_fp8", x) for _ in range(3))
+    assert not kernels.verified("head_merge_fp8", torch.zeros(1, 6, 3, 128, dtype=torch.bfloat16))
+    assert [a[1] for a in asked] == [(("heads", 3), ("rows", 5), ("world", 1)), (("heads", 3), ("rows", 6), ("world", 1))]

@@ -17,7 +17,7 @@ JIT_LINE = "    gout = cute.zipped_divide(out, (1, VEC))\n"
 FP8 = template_source("fp8_gemm_cute")   # Hopper TMA + WGMMA: the GEMM building blocks of rule C2
 FP8_KERNEL_LINE = "    n_consumer_warps = (BM // 64) * 4\n"
 FP8_CONSUMER_LINE = "        k_blocks = cute.size(tCrA, mode=[2])        # BK / 32\n"
-FP8_TMA = "cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), xa,"
+FP8_TMA = "cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),\n        cute.make_tensor(x8.iterator,"
 
 
 def reason(src: str) -> str:
@@ -174,6 +174,12 @@ def test_honest_fp8_variants_pass(src):
     (in_fp8_kernel("    sel = out.shape.index(21504)\n    if sel == 1:\n        pass"), "is a field"),
     (in_fp8_kernel("    sel = (out.shape + (21504,)).index(21504)"), "is a field"),
     (in_fp8_kernel("    sel = out.shape.count(21504)"), "is not allowed"),
+    (in_fp8_kernel("    q = out.layout.reshape(21504)"), "method of tensor metadata"),
+    # a shape test through a loop's trip count or an index (the tenth session's adversary pass)
+    (in_fp8_kernel("    for j in cutlass.range_constexpr(n_cols // 21504):\n        pass"), "loop bound"),
+    (in_fp8_kernel("    for j in cutlass.range(n_cols // 21504):\n        pass"), "loop bound"),
+    (in_fp8_kernel("    for j in range(n_cols - 21503):\n        pass"), "loop bound"),
+    (in_fp8_kernel("    q = (0, 1)[n_cols // 21504]"), "an index"),
     # an iterator (a tensor's pointer) is metadata: no fingerprinting a buffer's address
     (in_fp8_kernel("    if out.iterator == 4096:\n        pass"), "only cute.make_tensor's first argument"),
     # multicast through positional arguments
@@ -181,9 +187,13 @@ def test_honest_fp8_variants_pass(src):
     (fp8_swap("tma_partition(tma_a, 0, cute.make_layout(1),", "tma_partition(tma_a, 0, cute.make_layout(2),"),
      "no clusters or multicast"),
     (fp8_swap("cute.make_tensor(x8.iterator,", "cute.make_tensor(x8.iterator + 1000000,"), "no pointer arithmetic"),
-    (in_fp8_kernel("    t = cute.make_tensor(bars, cute.make_layout(1 << 20))"), "no pointer arithmetic"),
-    (fp8_swap("stride=(x8.stride[0], 1)))", "stride=(x8.stride[0], 1)))\n    if cute.size(xa) == 12345:\n        pass"),
-     "constant 12345"),
+    (in_fp8_kernel("    t = cute.make_tensor(bars, cute.make_layout(1 << 20))"),
+     "only the tensor argument of make_tiled_tma_atom"),
+    (fp8_swap("cute.make_tensor(x8.iterator,", "cute.make_tensor(x8,"), "no other pointer"),
+    (in_fp8_kernel("    v = cute.make_tensor(out.iterator, cute.make_layout(1 << 20))\n    v[5] = 0.0"),
+     "only the tensor argument of make_tiled_tma_atom"),
+    (fp8_swap("    tma_a, mA = ", "    xa = cute.make_tensor(x8.iterator, cute.make_layout(1))\n    tma_a, mA = "),
+     "only the tensor argument of make_tiled_tma_atom"),
 ])
 def test_fp8_cheats_are_rejected(src, why):
     r = reason(src)
