@@ -5,7 +5,8 @@ A candidate's host code may compute shapes, strides and grids, allocate its outp
 :func:`cute_launch`. It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
 rejects any other attribute of this module. The runtime and the judge's producer process load candidates the same
 way; what differs is invisible to a candidate: in the producer, outputs are carved out of guard-banded buffers the
-judge inspects after every call (``set_allocator``, harness only).
+judge inspects after every call (``set_allocator``, harness only). Triton's scratch for device-side TMA descriptors
+comes from here too (``empty`` sets it), so a candidate needs no workspace of its own.
 
 CuTe DSL (``nvidia-cutlass-dsl``, the optional ``[cute]`` extra) is imported only when a CuTe candidate runs, so
 this module imports without it.
@@ -54,8 +55,18 @@ def _plain(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
 _allocator: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] = _plain
 
 
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Triton's global scratch for a launch whose kernel builds TMA descriptors on the device
+    (``tl.make_tensor_descriptor``): a fresh buffer per launch, on the current GPU (torch's allocator aligns to 512
+    bytes, more than the 128 Triton asks)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
 def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
-    """A new contiguous output tensor (uninitialized)."""
+    """A new contiguous output tensor (uninitialized). Also gives Triton its scratch allocator in the calling thread
+    (a context variable): a candidate allocates its outputs before it launches, so a kernel that makes TMA
+    descriptors finds it set in the judge and the runtime alike."""
+    triton.set_allocator(_tma_scratch)
     dims = tuple(int(s) for s in shape)
     if any(d < 0 for d in dims):
         raise ValueError(f"negative size in {dims}")

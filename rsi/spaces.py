@@ -130,6 +130,10 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
+    # fp8_gemm_tma: the e4m3 operand tiles of every stage in 227 KiB of shared memory (the bf16 epilogue tile is in
+    # registers), and a 64-row tile takes at most 4 warps (one warpgroup)
+    "tma_smem_fit": lambda c: (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * c["num_stages"] <= 227 * 1024
+    and (c["BLOCK_M"] == 128 or c["num_warps"] == 4),
 }
 
 
@@ -246,6 +250,15 @@ def _heuristic_fp8_gemm_tiles(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_triton_tma_tiles(space: Space) -> dict[str, Any]:
+    """fp8_gemm_tma: the CuTe template's tile (128 x 256, two warpgroups), K steps of 128 bytes (one 128-byte swizzle
+    row), 4 stages (196 KiB of shared memory), groups of 8 row tiles, a persistent grid of 132 programs. Not yet
+    measured (chosen from the CuTe template's run 46b probe)."""
+    c = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
+         "PERSIST": 132}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 def _heuristic_fp8_modulate_rows(space: Space) -> dict[str, Any]:
     """modulate_fp8: 4096 + 2048 columns, one row, STREAM (modulate's H200 choices) and the reciprocal quotient
     (QUOT, from head_merge_fp8's run 33 search), at 2 warps: H200 run 34b's probe (a sweep of warps and rows, not a
@@ -288,6 +301,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "fp8_flash_tiles": _heuristic_fp8_flash_tiles,
     "sparse_tiles": _heuristic_sparse_tiles,
     "fp8_gemm_tiles": _heuristic_fp8_gemm_tiles,
+    "triton_tma_tiles": _heuristic_triton_tma_tiles,
     "fp8_modulate_rows": _heuristic_fp8_modulate_rows,
     "fp8_swiglu_rows": _heuristic_fp8_swiglu_rows,
     "fp8_merge_rows": _heuristic_fp8_merge_rows,

@@ -10,12 +10,12 @@
    inputs made outside the timed region). The weights are random (N(0, 1/K)); the fp8 weight is quantised once
    outside the loop, as at load. Error of both against the fp32 product of the same bf16 x and W (TF32 off):
    rel-L2, max-abs, cosine. Lossy: the fp8 rows are labelled so.
-2. The fused producers against the bf16 op each replaces (modulate -> modulate_fp8, swiglu -> swiglu_fp8,
-   head_merge -> head_merge_fp8) at the op groups' production shapes: the bf16 op's verified kernel (else its
+2. The fused producers against the bf16 op each replaces (modulate -> modulate_fp8, gate_residual_modulate ->
+   gate_residual_modulate_fp8, swiglu -> swiglu_fp8, head_merge -> head_merge_fp8) at the op groups' production shapes: the bf16 op's verified kernel (else its
    reference) and the producer's verified kernel (else its reference: the unfused chain plus the quantiser), with
    the ratio producer / bf16 op (issue 12 asks <= 1.05); and the path the runtime takes without the producer, the
    bf16 op's kernel then the runtime's compiled quantiser (``quantize_rows_compiled(None)``, what ``Fp8Linear``
-   does to a bf16 activation): whether a producer beats that path (nothing reads the ratio automatically; the
+   does to a bf16 activation; of an op with two outputs, its last, the activation): whether a producer beats that path (nothing reads the ratio automatically; the
    decision to keep swiglu_fp8 in the lock was made from it by hand, run 33).
 """
 
@@ -31,7 +31,8 @@ import torch
 import torch.nn.functional as F
 
 LINEARS = (("qkv", 5376, 21504), ("out", 7168, 5376), ("fc1", 5376, 28672), ("fc2", 14336, 5376))
-PRODUCERS = (("modulate", "modulate_fp8"), ("swiglu", "swiglu_fp8"), ("head_merge", "head_merge_fp8"))
+PRODUCERS = (("modulate", "modulate_fp8"), ("gate_residual_modulate", "gate_residual_modulate_fp8"),
+             ("swiglu", "swiglu_fp8"), ("head_merge", "head_merge_fp8"))
 
 
 def log(msg: str) -> None:
@@ -94,6 +95,11 @@ def bench_linears(rows: int, kernels, reps: int, dev: torch.device, seed: int) -
     return out
 
 
+def then_quantize(out, quantize):
+    """The bf16 op's output with its activation (the last output, of gate_residual_modulate's (r, h)) quantised."""
+    return (*out[:-1], *quantize(out[-1])) if isinstance(out, tuple) else quantize(out)
+
+
 def bench_producers(kernels, reps: int, dev: torch.device, shapes_of=lambda op: op.shapes) -> list[dict[str, Any]]:
     from rsi.harness import timing as T
     from rsi.refs import get_op_group
@@ -108,7 +114,8 @@ def bench_producers(kernels, reps: int, dev: torch.device, shapes_of=lambda op: 
             unfused = f"{bf16_op}+quantize"
             impls = {bf16_op: lambda *a, _o=bf16_op, _r=base.reference: kernels.call_or(_o, _r, *a),
                      fp8_op: lambda *a, _o=fp8_op, _r=prod.reference: kernels.call_or(_o, _r, *a),
-                     unfused: lambda *a, _o=bf16_op, _r=base.reference: quantize(kernels.call_or(_o, _r, *a))}
+                     unfused: lambda *a, _o=bf16_op, _r=base.reference: then_quantize(kernels.call_or(_o, _r, *a),
+                                                                                      quantize)}
             s = T.time_interleaved(impls, sets, warmup=3, reps=reps, sync_reps=0, device=dev)
             b, f, u = _stats(s[bf16_op]), _stats(s[fp8_op]), _stats(s[unfused])
             row = {"pair": f"{bf16_op} -> {fp8_op}", "bucket": shape.name, "dims": dict(shape.dims),

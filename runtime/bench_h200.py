@@ -34,7 +34,7 @@ from runtime.sampler import initial_noise, make_schedule
 GIB = 2**30
 # fused producers --precision fp8 may use; the block timing starts from modulate's bf16 output, so modulate_fp8
 # (block 0's qkv input) shows in the forward, not in the block rows
-FP8_PRODUCERS = ("modulate_fp8", "swiglu_fp8", "head_merge_fp8")
+FP8_PRODUCERS = ("modulate_fp8", "gate_residual_modulate_fp8", "swiglu_fp8", "head_merge_fp8")
 
 
 def timed(fn: Callable[[], Any], warmup: int, reps: int, device: torch.device) -> list[float]:

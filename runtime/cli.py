@@ -113,8 +113,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="the transformer blocks' linear layers (both stages): bf16 (default), or fp8 (lossy: weights "
                         "quantised to e4m3 per output channel once at load, activations per row, the fp8_linear op "
                         "group: its verified kernel, else torch._scaled_mm on CUDA; where the lock has a fused "
-                        "producer (swiglu_fp8, head_merge_fp8, modulate_fp8) the activation is quantised where it is "
-                        "made and the fp8_gemm op group multiplies it)")
+                        "producer (swiglu_fp8, head_merge_fp8, modulate_fp8, gate_residual_modulate_fp8) the "
+                        "activation is quantised where it is made and the fp8_gemm op group multiplies it)")
     p.add_argument("--sol-tau", default="1.0,1.25,1.5",
                    help="sol: threshold tau per refiner update, comma-separated; the last holds for later updates "
                         "(default 1.0,1.25,1.5, the Sol-H3 report's)")

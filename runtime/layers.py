@@ -92,21 +92,20 @@ class MLP(nn.Module):
         self.fc1 = nn.Linear(cfg.hidden, 2 * cfg.ffn, bias=False, dtype=BF16)
         self.fc2 = nn.Linear(cfg.ffn, cfg.hidden, bias=False, dtype=BF16)
 
-    def forward(self, h: torch.Tensor, kernels) -> torch.Tensor:
-        if getattr(self.fc1, "consumer", False):
+    def forward(self, h: torch.Tensor | tuple[torch.Tensor, torch.Tensor], kernels) -> torch.Tensor:
+        """h: [R, H] bf16, or (h8 [R, H] e4m3, h_scale [R] fp32) from ``gate_residual_modulate_fp8`` when fc1 is an
+        Fp8Linear."""
+        if getattr(self.fc1, "consumer", False) and not isinstance(h, tuple):
             # LoRA consumer fusion: fc1 hands over (base, lora) and one op computes swiglu(bf16(base + lora))
             base, lora = self.fc1.parts(h)                                                    # [R, 2F] each
             if kernels.has("lora_consumer", base.device):
-                a = kernels.call("lora_consumer", base, lora)
-            else:                                   # same math as native branches: bf16 add, then swiglu
-                a = kernels.call("swiglu", base + lora)
-        else:
-            g = self.fc1(h)                                                                   # [R, 2F]
-            if getattr(self.fc2, "takes_quantized", False) and kernels.verified("swiglu_fp8", g):
-                # --precision fp8 with a verified fused producer: SwiGLU writes fc2's e4m3 input and row scales
-                return self.fc2.quantized(*kernels.call("swiglu_fp8", g))
-            a = kernels.call("swiglu", g)                                                     # [R, F]
-        return self.fc2(a)
+                return self.fc2(kernels.call("lora_consumer", base, lora))
+            return self.fc2(kernels.call("swiglu", base + lora))     # same math as native branches: bf16 add, swiglu
+        g = self.fc1.quantized(*h) if isinstance(h, tuple) else self.fc1(h)                  # [R, 2F]
+        if getattr(self.fc2, "takes_quantized", False) and kernels.verified("swiglu_fp8", g):
+            # --precision fp8 with a verified fused producer: SwiGLU writes fc2's e4m3 input and row scales
+            return self.fc2.quantized(*kernels.call("swiglu_fp8", g))
+        return self.fc2(kernels.call("swiglu", g))                                            # [R, F] -> [R, H]
 
 
 def sinusoid(t: torch.Tensor, dim: int = 256) -> torch.Tensor:

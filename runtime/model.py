@@ -7,6 +7,8 @@ Per block (fused ops in brackets, via runtime.kernels):
     x, h = [gate_residual_modulate](x, gate_msa, a, norm2, shift_mlp, scale_mlp, idx)
     m = fc2([swiglu](fc1(h)))
     x = x + gate_mlp[idx] * m                   fused with the next block's norm1 as [gate_residual_modulate]
+With --precision fp8 and a verified kernel for the dims, each [gate_residual_modulate] is
+[gate_residual_modulate_fp8] (h written as its consumer's e4m3 input and row scales) and [swiglu] is [swiglu_fp8].
 """
 
 from __future__ import annotations
@@ -96,18 +98,17 @@ class H3DiT(nn.Module):
         block's closing residual is fused with the next block's norm1 modulation (None after the last)."""
         blk, idx, c = self.blocks[i], step.mod_idx, step.block_chunks(i)
         a = blk.attn(h, rope, bounds, kernels)                                              # [S, H]
-        x, h = kernels.call("gate_residual_modulate", x, c[2], a, blk.norm2.weight, c[3], c[4], idx)
+        x, h = residual_modulate(blk.mlp.fc1, kernels, x, c[2], a, blk.norm2.weight, c[3], c[4], idx)
         m = blk.mlp(h, kernels)                                                             # [S, H]
         if i + 1 == len(self.blocks):
             return x + c[5][idx] * m, None
-        nxt = step.block_chunks(i + 1)
-        return kernels.call("gate_residual_modulate", x, c[5], m, self.blocks[i + 1].norm1.weight, nxt[0], nxt[1],
-                            idx)
+        nxt, nblk = step.block_chunks(i + 1), self.blocks[i + 1]
+        return residual_modulate(nblk.attn.qkv_proj, kernels, x, c[5], m, nblk.norm1.weight, nxt[0], nxt[1], idx)
 
     def first_modulate(self, x: torch.Tensor, c: tuple, idx: torch.Tensor, kernels):
         """Block 0's modulated input: ``modulate``'s [S, H] bf16, or with an fp8 qkv_proj and a verified
         ``modulate_fp8`` kernel for these dims that kernel's (h8, h_scale), which qkv_proj takes as it is (every
-        later block's input comes from ``gate_residual_modulate``, which has no FP8 producer)."""
+        later block's input comes from ``residual_modulate``)."""
         args = (x, self.blocks[0].norm1.weight, c[0], c[1], idx)
         fp8 = getattr(self.blocks[0].attn.qkv_proj, "takes_quantized", False)
         if fp8 and kernels.verified("modulate_fp8", *args):
@@ -149,6 +150,16 @@ class H3DiT(nn.Module):
             h = sp.gather_rows(h)                                                           # every rank: [S, H]
         v_video, v_audio = fl.video_out(h), fl.audio_out(h)                                 # all rows, then select
         return v_video[seq.video], v_audio[seq.audio]
+
+
+def residual_modulate(consumer: nn.Module, kernels, *args):
+    """``gate_residual_modulate``'s (x, h) for the layer that takes h; with an fp8 ``consumer`` (fc1, or the next
+    block's qkv_proj) and a verified ``gate_residual_modulate_fp8`` kernel for these dims, (x, (h8, h_scale)) from that
+    kernel, which the consumer takes as it is. args: res, gate, branch, w, shift, scale, idx."""
+    if getattr(consumer, "takes_quantized", False) and kernels.verified("gate_residual_modulate_fp8", *args):
+        r, h8, h_scale = kernels.call("gate_residual_modulate_fp8", *args)
+        return r, (h8, h_scale)
+    return kernels.call("gate_residual_modulate", *args)
 
 
 # ---------------------------------------------------------------------------------------------------- building

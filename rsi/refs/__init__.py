@@ -25,6 +25,7 @@ OP_MODULES = {
     "fp8_linear": "rsi.refs.fp8_linear",
     "fp8_gemm": "rsi.refs.fp8_gemm",
     "modulate_fp8": "rsi.refs.modulate_fp8",
+    "gate_residual_modulate_fp8": "rsi.refs.gate_residual_modulate_fp8",
     "swiglu_fp8": "rsi.refs.swiglu_fp8",
     "head_merge_fp8": "rsi.refs.head_merge_fp8",
 }

@@ -35,7 +35,7 @@ def runtime():
 
 
 def _wrap(op: str, body: str, prelude: str = "") -> str:
-    src = template_source(load_space(op).template)
+    src = template_source(_cpu_space(op).template)
     assert src.count("\ndef launch(") == 1, f"{op}: template has no single launch()"
     src = src.replace("\ndef launch(", "\ndef _launch(", 1)
     return src + "\n" + prelude + "\n\ndef launch(*inputs, **config):\n" + body
@@ -43,9 +43,11 @@ def _wrap(op: str, body: str, prelude: str = "") -> str:
 
 # name -> (static check skipped, prelude, body of launch(*inputs, **config), stage, reason words)
 CHEATS = {
-    # scribbles on its first input after computing (in place, through whatever view the input is)
-    "mutates_input": (True, "", "    outs = _launch(*inputs, **config)\n    inputs[0].add_(1.0)\n    return outs\n",
-                      "correctness", "input 0 was modified"),
+    # scribbles on its first input after computing (in place, through whatever view the input is; an e4m3 input, which
+    # torch cannot add to, through its bytes)
+    "mutates_input": (True, "", ("    outs = _launch(*inputs, **config)\n    t = inputs[0]\n"
+                                 "    t.view(K.uint8).add_(1) if t.element_size() == 1 else t.add_(1.0)\n"
+                                 "    return outs\n"), "correctness", "input 0 was modified"),
     # computes on the first call only; later calls return unwritten buffers of the same shapes (skipped work)
     "first_call_only": (True, "_SHAPES = []\n", (
         "    if not _SHAPES:\n"
@@ -70,20 +72,27 @@ CHEATS = {
 }
 
 
-def _gpu_only(op: str) -> bool:
-    """The op group's main template is CuTe DSL, which runs on the GPU only (fp8_gemm; its judged runs are H200 runs
-    48 and 49): on the CPU the judge must refuse it cleanly at compile."""
-    return kernel_language(template_source(load_space(op).template)) == "cute" and bool(cute_unavailable("interpret"))
+def _gpu_only(template: str) -> bool:
+    """A CuTe DSL template runs on the GPU only (fp8_gemm's main one; its judged runs are H200 runs 48 and 49): on
+    the CPU the judge must refuse it cleanly at compile."""
+    return kernel_language(template_source(template)) == "cute" and bool(cute_unavailable("interpret"))
+
+
+def _cpu_space(op: str):
+    """The op group's main template, or where that runs on the GPU only its first template that runs here (fp8_gemm:
+    the Triton TMA one), so that every op group's run-time defences are exercised on the CPU."""
+    space = load_space(op)
+    return next((s for s in (space, *space.alternatives) if not _gpu_only(s.template)), space)
 
 
 @pytest.mark.parametrize("op", op_names())
 def test_honest_template_accepted(judge, op):
-    space = load_space(op)
-    v = judge.evaluate(Candidate(op, template_source(space.template), space.heuristic(), origin="offline"))
-    if _gpu_only(op):
-        expect_rejected(v, "compile", "run on the GPU only")
-        return
-    expect_accepted(v)
+    for space in (load_space(op), *load_space(op).alternatives):
+        v = judge.evaluate(Candidate(op, template_source(space.template), space.heuristic(), origin="offline"))
+        if _gpu_only(space.template):
+            expect_rejected(v, "compile", "run on the GPU only")
+        else:
+            expect_accepted(v)
 
 
 @pytest.mark.parametrize("cheat", list(CHEATS))
@@ -91,7 +100,8 @@ def test_honest_template_accepted(judge, op):
 def test_cheat_rejected(judge, runtime, op, cheat):
     skip, prelude, body, stage, words = CHEATS[cheat]
     src = _wrap(op, body.replace("'OP'", repr(op)), prelude)
-    v = (runtime if skip else judge).evaluate(Candidate(op, src, load_space(op).heuristic(), origin="offline"))
-    if _gpu_only(op) and stage != "static":   # the run-time defences need the kernel to run: here it cannot
+    space = _cpu_space(op)
+    v = (runtime if skip else judge).evaluate(Candidate(op, src, space.heuristic(), origin="offline"))
+    if _gpu_only(space.template) and stage != "static":   # the run-time defences need the kernel to run: here it cannot
         stage, words = "compile", "run on the GPU only"
     expect_rejected(v, stage, words)

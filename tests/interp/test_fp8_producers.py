@@ -1,4 +1,4 @@
-"""The fused fp8 producers (modulate_fp8, swiglu_fp8, head_merge_fp8) on the CPU: their canonical intermediates
+"""The fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8) on the CPU: their canonical intermediates
 against the base op groups and independent computations, the heuristic templates bitwise (e4m3 bytes and row
 scales) on every layout and special case, the in-kernel quantiser against the independent one on crafted rows
 (ties, saturation, zero / NaN / Inf / subnormal rows), and producers whose bytes differ by one rounding rejected."""
@@ -22,7 +22,7 @@ from rsi.spaces import load_space, template_source
 from tests.interp.test_fp8_linear import independent_quantize
 
 pytestmark = pytest.mark.interpreter
-PRODUCERS = ("modulate_fp8", "swiglu_fp8", "head_merge_fp8")
+PRODUCERS = ("modulate_fp8", "gate_residual_modulate_fp8", "swiglu_fp8", "head_merge_fp8")
 
 
 def _module(src: str, name: str):
@@ -73,6 +73,27 @@ def test_canonical_modulate_within_modulate_class():
                 assert ok, (s.name, lay, sc and sc.name, why)
 
 
+def test_residual_producer_within_gate_residual_modulate_class():
+    """gate_residual_modulate_fp8's r is gate_residual_modulate's reference r bit for bit, and its canonical h
+    (modulate_canonical of that r) passes gate_residual_modulate's tolerance class for h, on every layout and
+    special case: the runtime may take its (r, h8) where it took gate_residual_modulate's (r, h)."""
+    from rsi.refs import gate_residual_modulate as G
+
+    g = G.OP_GROUP
+    for s in g.interp_shapes:
+        for lay in range(g.n_layouts):
+            for sc in (None, *g.special_cases):
+                inputs = g.make_inputs(s, 4, "cpu", layout=lay)
+                if sc is not None:
+                    inputs = sc.apply(inputs, ())
+                r, h = g.reference(*inputs)
+                r8 = get_op_group("gate_residual_modulate_fp8").reference(*inputs)[0]
+                assert torch.equal(r8.view(torch.int16), r.view(torch.int16)), (s.name, lay, sc and sc.name)
+                hc = modulate_fp8.modulate_canonical(r8, *inputs[3:])
+                ok, _, why = check.compare(hc, h, g.oracle(*inputs)[1], g.tolerance, g.term_scale(*inputs)[1])
+                assert ok, (s.name, lay, sc and sc.name, why)
+
+
 def test_silu_c_every_bf16_input():
     """silu_c over all 65,536 bf16 inputs: the fp64 pipelines of torch and numpy (the interpreter's) give the same
     fp32 value for every finite input, and silu_c is torch's F.silu except where F.silu's fp32 exp(-g) overflows
@@ -97,6 +118,7 @@ def test_silu_c_every_bf16_input():
 VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("head_merge_fp8", {"QUOT": 0, "ROWS": 2}),
     ("modulate_fp8", {"QUOT": 0}),
+    ("gate_residual_modulate_fp8", {"QUOT": 0, "ROWS": 2, "num_warps": 4}),
     ("swiglu_fp8", {"FAST": 0, "QUOT": 0}),
     ("swiglu_fp8", {"FAST": 1, "QUOT": 0, "SUB": 32, "MAXN": 8, "ROWS": 1}),
 ]
@@ -222,6 +244,8 @@ def test_in_kernel_quantiser_on_crafted_rows(quot):
     # modulate_fp8: 1 + scale kept in fp32 instead of rounded to bf16 as modulate's eager code has it
     ("modulate_fp8", "    s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)\n",
      "    s1 = 1.0 + sc.to(tl.float32)\n"),
+    # gate_residual_modulate_fp8: r = res + gate * branch with one rounding (an fma's) instead of the eager two
+    ("gate_residual_modulate_fp8", "    gb = (g * br).to(tl.bfloat16).to(tl.float32)\n", "    gb = g * br\n"),
     # swiglu_fp8: silu not rounded to bf16 before the product
     ("swiglu_fp8", "return (g64 / (1.0 + tl.exp(-g64))).to(tl.float32).to(tl.bfloat16).to(tl.float32)",
      "return (g64 / (1.0 + tl.exp(-g64))).to(tl.float32)"),

@@ -1,6 +1,6 @@
 """The fp8 templates compile for Hopper (sm_90) on a machine without a GPU, and the PTX holds the instructions their
 contracts rely on: fp8_linear's e4m3 wgmma, every quantiser's ``cvt.rn.satfinite.e4m3x2.f32`` (nearest even,
-saturating) and ``div.rn.f32`` (IEEE), modulate_fp8's ``sqrt.rn.f32``, no approximate rsqrt/division and no fma
+saturating) and ``div.rn.f32`` (IEEE), modulate_fp8's and gate_residual_modulate_fp8's ``sqrt.rn.f32``, no approximate rsqrt/division and no fma
 (it launches with ``enable_fp_fusion=False``),
 swiglu_fp8's fp64 division and libdevice exp (no ``ex2.approx``); and a plain fp32 ``/`` in Triton is the approximate
 ``div.full.f32`` (why the templates use ``tl.div_rn``). Runs in a fresh interpreter without TRITON_INTERPRET;
@@ -47,7 +47,7 @@ def compile_(fn, types, const, **options):
         raise
     ptx = k.asm["ptx"]
     pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
-            r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32")
+            r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d")
     return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared,
             "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
@@ -72,6 +72,19 @@ out["modulate_fp8"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=c
 out["modulate_fp8_fused"] = compile_(m._modulate_fp8_kernel, types, const, num_warps=cfg["num_warps"])
 out["modulate_fp8_quot"] = compile_(m._modulate_fp8_kernel, types, {**const, "QUOT": 1}, num_warps=cfg["num_warps"],
                                     enable_fp_fusion=False)
+m = load("fp8_gemm_tma")
+tma = next(a for a in load_space("fp8_gemm").alternatives if a.template == "fp8_gemm_tma").heuristic()
+out["fp8_gemm_tma"] = compile_(m._fp8_gemm_tma_kernel, {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "w_ptr": "*fp8e4nv",
+                                                        "ws_ptr": "*fp32", "o_ptr": "*bf16"},
+                               {k: tma[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PERSIST")},
+                               num_warps=tma["num_warps"], num_stages=tma["num_stages"])
+m = load("gate_residual_modulate_fp8")
+types.update({"res_ptr": "*bf16", "gate_ptr": "*bf16", "branch_ptr": "*bf16", "r_ptr": "*bf16"})
+const = {**{k: v for k, v in const.items() if k != "stride_xc"}, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1}
+out["gate_residual_modulate_fp8"] = compile_(m._gate_residual_modulate_fp8_kernel, types, const,
+                                             num_warps=cfg["num_warps"], enable_fp_fusion=False)
+out["gate_residual_modulate_fp8_fused"] = compile_(m._gate_residual_modulate_fp8_kernel, types, const,
+                                                   num_warps=cfg["num_warps"])
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
 const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT")}
@@ -115,16 +128,25 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
     r = res["results"]
     for name, got in r.items():
         assert got["cubin"] > 0 and got["shared"] <= 227 * 1024, (name, got)
-    quantisers = ("fp8_linear", "modulate_fp8", "swiglu_fp8", "head_merge_fp8")
+    quantisers = ("fp8_linear", "modulate_fp8", "gate_residual_modulate_fp8", "swiglu_fp8", "head_merge_fp8")
     for name in quantisers:
         ops = r[name]["ops"]
         assert "cvt.rn.satfinite.e4m3x2.f32" in ops and "div.rn.f32" in ops, (name, ops)
         assert "div.full.f32" not in ops and not any(o.startswith("rsqrt") for o in ops), (name, ops)
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in r["fp8_linear"]["ops"]
+    # fp8_gemm_tma: the operand tiles by TMA (2-D bulk tensor copies), the widest e4m3 wgmma
+    assert {"cp.async.bulk.tensor.2d", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"} <= set(
+        r["fp8_gemm_tma"]["ops"]), r["fp8_gemm_tma"]
+    assert "cp.async.bulk.tensor.2d" not in r["fp8_linear"]["ops"]
     assert "sqrt.rn.f32" in r["modulate_fp8"]["ops"]
     # Triton contracts x * x + y * y into an fma by default (H200 run 20: 4% of modulate_fp8's bytes differed); the
     # template launches with enable_fp_fusion=False, and its sum of squares then rounds every product as torch does
     assert "fma.rn.f32" in r["modulate_fp8_fused"]["ops"] and "fma.rn.f32" not in r["modulate_fp8"]["ops"]
+    # gate_residual_modulate_fp8 likewise, and its gate * branch + res is not one fma either (the product rounds to
+    # bf16 first; the eager r is an output, bitwise)
+    g = "gate_residual_modulate_fp8"
+    assert "sqrt.rn.f32" in r[g]["ops"]
+    assert "fma.rn.f32" in r[g + "_fused"]["ops"] and "fma.rn.f32" not in r[g]["ops"]
     assert "div.rn.f64" in r["swiglu_fp8"]["ops"] and not any(o.startswith("ex2") for o in r["swiglu_fp8"]["ops"])
     assert r["plain_div"]["ops"] == ["div.full.f32"]
     # QUOT: the per-element quotient is a reciprocal and fmas (one div.rn.f32 a row), fast swiglu's silu is ex2 with

@@ -1,7 +1,8 @@
 """The fp8 op groups on a GPU (skipped without CUDA; H200 runs 33 and 36): the producers' heuristic templates, with
 QUOT 0 and 1, give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8
 for every bf16 gate value (bytes, and each gate's silu through its row scale), and fp8_linear's heuristic template
-and the _scaled_mm incumbent pass the approximate class at an H3 shape."""
+and the _scaled_mm incumbent pass the approximate class at an H3 shape, and so does fp8_gemm's Triton TMA template
+(device-side descriptors, whose scratch rsi.kernel provides) at every layout of a production and an odd shape."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _same_bytes(outs, refs) -> bool:
     return all(check.bitwise_equal(o, r) for o, r in zip(check.as_tuple(outs), check.as_tuple(refs)))
 
 
-@pytest.mark.parametrize("op", ["modulate_fp8", "swiglu_fp8", "head_merge_fp8"])
+@pytest.mark.parametrize("op", ["modulate_fp8", "gate_residual_modulate_fp8", "swiglu_fp8", "head_merge_fp8"])
 @pytest.mark.parametrize("quot", [0, 1])
 def test_producer_bitwise_on_cuda(op, quot, tmp_path):
     g = get_op_group(op)
@@ -91,3 +92,20 @@ def test_fp8_linear_on_cuda(tmp_path):
     b = g.baselines[0]
     ok, _, why = check.compare(b.fn(*b.args(inputs)), ref, orc, g.tolerance)
     assert ok, why
+
+
+def test_fp8_gemm_tma_on_cuda(tmp_path):
+    g = get_op_group("fp8_gemm")
+    space = next(a for a in load_space("fp8_gemm").alternatives if a.template == "fp8_gemm_tma")
+    path = tmp_path / "tpl_fp8_gemm_tma.py"
+    path.write_text(template_source("fp8_gemm_tma"))
+    spec = importlib.util.spec_from_file_location("tpl_fp8_gemm_tma", path)
+    tpl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tpl)
+    for shape in (next(s for s in g.shapes if s.name == "qkv_stage1"), *g.odd_shapes):
+        for lay in range(g.n_layouts):
+            inputs = g.make_inputs(shape, 0, "cuda", layout=lay)
+            for cfg in (space.heuristic(), {**space.heuristic(), "PERSIST": 0, "BLOCK_M": 64, "num_warps": 4}):
+                ok, st, why = check.compare(tpl.launch(*inputs, **cfg), g.reference(*inputs), g.oracle(*inputs),
+                                            g.tolerance)
+                assert ok, (shape.name, lay, cfg, why, st)

@@ -104,6 +104,29 @@ def test_block0_takes_modulate_fp8_only_where_verified(tmp_path):
         assert torch.isfinite(x).all() and ((x - y).norm() / y.norm()).item() < 1e-2
 
 
+def test_blocks_take_gate_residual_modulate_fp8_only_where_verified(tmp_path):
+    """fc1 of every block and qkv_proj of every block after the first take gate_residual_modulate_fp8's (h8, h_scale)
+    where the lock has the kernel: 2 * blocks - 1 calls a forward, fc1 (and, with it verified, fc2 after swiglu_fp8)
+    on e4m3 rows through fp8_gemm, and the output within the canonical modulate's last-bit differences of the
+    unfused fp8 path. bf16 linears never take it."""
+    cfg, model = _fp8_model()
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    kernels.verified = lambda op, *a: True
+    _h3_forward(model, cfg, kernels)
+    assert "gate_residual_modulate_fp8" not in {c["op"] for c in kernels.summary()}   # bf16 linears
+    to_fp8_(model.blocks, kernels)
+    kernels = Kernels("verified", root=tmp_path, target=None)
+    v0, a0 = _h3_forward(model, cfg, kernels)
+    assert "gate_residual_modulate_fp8" not in {c["op"] for c in kernels.summary()}
+    kernels.verified = lambda op, *a: op in ("gate_residual_modulate_fp8", "swiglu_fp8")
+    v1, a1 = _h3_forward(model, cfg, kernels)
+    calls = {c["op"]: c["calls"] for c in kernels.summary()}
+    assert calls["gate_residual_modulate_fp8"] == 2 * cfg.blocks - 1 and calls["swiglu_fp8"] == cfg.blocks
+    assert calls["gate_residual_modulate"] == 2 * cfg.blocks - 1           # the run before, unfused
+    for x, y in ((v1, v0), (a1, a0)):
+        assert torch.isfinite(x).all() and ((x - y).norm() / y.norm()).item() < 1e-2
+
+
 def test_merge_rows_reads_its_input_every_call(tmp_path):
     """merge_rows keeps nothing between calls (a buffer reused in place gets merged afresh)."""
     from rsi.refs.fp8_common import quantize_rows

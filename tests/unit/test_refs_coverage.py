@@ -18,7 +18,8 @@ TRITON_REFERENCE = {"lora_consumer"}  # its reference is a Triton kernel: runs u
 TENSOR_OPS = {"attention", "sol_attn"}   # bf16 matmul FLOPs: gated by the bf16 tensor-core peak
 FP8_OPS = {"attention_fp8", "fp8_linear", "fp8_gemm"}   # e4m3 matmul FLOPs: gated by the fp8 tensor-core peak
 # exact (bitwise) or approximate op groups that still do arithmetic (their FLOP count is not 0)
-ARITHMETIC = {"lora_consumer", "attention_fp8", "fp8_linear", "fp8_gemm", "modulate_fp8", "swiglu_fp8", "head_merge_fp8"}
+ARITHMETIC = {"lora_consumer", "attention_fp8", "fp8_linear", "fp8_gemm", "modulate_fp8", "swiglu_fp8", "head_merge_fp8",
+              "gate_residual_modulate_fp8"}
 
 
 def _interp() -> bool:
