@@ -8,7 +8,9 @@ The operand tiles come through device-side TMA descriptors (``tl.make_tensor_des
 [N, K]; Triton writes the descriptors into a global scratch that ``rsi.kernel`` provides, fresh each launch): the
 hardware copies [BLOCK_M, BLOCK_K] and [BLOCK_N, BLOCK_K] tiles into swizzled shared memory, zero-filled past the
 tensor's edges, and ``tl.dot`` runs Hopper's e4m3 wgmma on them (w8's tile transposed as a view: K-major B, what the
-fp8 wgmma takes). Accumulation in fp32, promoted every BLOCK_K products (``max_num_imprecise_acc = BLOCK_K``); the
+fp8 wgmma takes). Accumulation in fp32: PREC = 1 promotes the tensor core's fp8 accumulator to fp32 every BLOCK_K
+products (``max_num_imprecise_acc = BLOCK_K``, fp8_linear's PREC 1); PREC = 0 leaves Triton's sm_90 default, the
+reduced-precision fp8 accumulation over all of K (cuBLAS's fast accumulation, which fp8_gemm's bounds admit). The
 epilogue multiplies by the row and column scales in fp32 and rounds to bf16 once, stored with masks (no TMA store:
 the output's row stride need not be a multiple of 16 bytes at every shape).
 
@@ -17,7 +19,7 @@ A persistent grid (PERSIST > 0: min(tiles, PERSIST) programs, 132 = the H200's S
 specialisation: Triton 3.6's ``tl.range(..., warp_specialize=True)`` compiles to the same PTX as without it for sm_90
 (checked on the CPU, docs/kernels.md), so the software pipeline (num_stages) is what overlaps loads and MMAs. TMA needs 16-byte aligned bases and row strides: launch checks them on the
 tensors' metadata (the element size is one byte) and refuses other layouts with a clear error.
-Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, PERSIST.
+Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, PERSIST, PREC.
 """
 
 import triton
@@ -37,12 +39,15 @@ def _tile(t, n_m, n_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k, stride_or,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, n_k, BLOCK_K):
         a = tl.load_tensor_descriptor(xd, [pid_m * BLOCK_M, k0])
         b = tl.load_tensor_descriptor(wd, [pid_n * BLOCK_N, k0])
-        acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        if PREC:
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b.T, acc)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rmask = rows < n_rows
@@ -57,7 +62,7 @@ def _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k,
 @triton.jit
 def _fp8_gemm_tma_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, o_ptr, n_rows, n_cols, n_k, stride_xr, stride_wr, stride_or,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                         PERSIST: tl.constexpr):
+                         PERSIST: tl.constexpr, PREC: tl.constexpr):
     xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_k], strides=[stride_xr, 1],
                                    block_shape=[BLOCK_M, BLOCK_K])
     wd = tl.make_tensor_descriptor(w_ptr, shape=[n_cols, n_k], strides=[stride_wr, 1],
@@ -68,15 +73,15 @@ def _fp8_gemm_tma_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, o_ptr, n_rows, n_cols, n_
         for t in tl.range(tl.program_id(0), n_m * n_n, tl.num_programs(0)):
             pid_m, pid_n = _tile(t, n_m, n_n, GROUP_M)
             _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k, stride_or, BLOCK_M,
-                       BLOCK_N, BLOCK_K)
+                       BLOCK_N, BLOCK_K, PREC)
     else:
         pid_m, pid_n = _tile(tl.program_id(0), n_m, n_n, GROUP_M)
         _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k, stride_or, BLOCK_M, BLOCK_N,
-                   BLOCK_K)
+                   BLOCK_K, PREC)
 
 
 def launch(x8, x_scale, w8, w_scale, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4,
-           PERSIST=132, ALIGN=16):
+           PERSIST=132, PREC=1, ALIGN=16):
     n_rows, n_k = x8.shape
     n_cols = w8.shape[0]
     if w8.shape[1] != n_k or x_scale.shape[0] != n_rows or w_scale.shape[0] != n_cols:
@@ -95,5 +100,5 @@ def launch(x8, x_scale, w8, w_scale, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROU
     grid = (min(tiles, PERSIST) if PERSIST else tiles,)
     _fp8_gemm_tma_kernel[grid](x8, x_scale, w8, w_scale, out, n_rows, n_cols, n_k, x8.stride(0), w8.stride(0),
                                out.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                               PERSIST=PERSIST, num_warps=num_warps, num_stages=num_stages)
+                               PERSIST=PERSIST, PREC=PREC, num_warps=num_warps, num_stages=num_stages)
     return out
