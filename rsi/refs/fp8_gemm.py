@@ -21,7 +21,10 @@ and no lossier than 3x the reference's rel-L2 + 2e-3. The reference's own error 
 accumulation, ``use_fast_accum``; Triton's fp8_linear template's PREC 0), which H200 run 46b measured at rel-L2
 2.6e-3 against the fp32 product at 38,248 x 5376 -> 21504. A kernel that drops a scale or accumulates in fp16 fails.
 
-Incumbent ``scaled_mm``: ``torch._scaled_mm`` with row-wise scales (cuBLASLt; what the runtime runs today).
+Incumbents: ``scaled_mm``, ``torch._scaled_mm`` with row-wise scales (cuBLASLt; what the runtime runs today), and
+``scaled_mm_fast``, the same with cuBLASLt's fast accumulation (``use_fast_accum=True``): a candidate that accumulates
+in the tensor core's fp8 accumulator (fp8_gemm_tma's PREC 0) must beat cuBLAS doing the same. H200 run 51 timed such
+a candidate at 1.05-1.09x ``scaled_mm`` before this incumbent existed.
 Shapes, inputs and special cases are fp8_linear's (its large, subnormal and NaN-only nonfinite cases act on the
 quantised operands here: the scales carry what x carried there); its odd shape has K = 1000, which TMA and
 ``_scaled_mm`` cannot take (rows of 16 bytes), so this op group's has K = 1008. Layouts: 0 contiguous; 1 x8 and w8
@@ -63,7 +66,7 @@ def oracle(x8, x_scale, w8, w_scale):
     return torch.matmul(x8.double() * x_scale.double()[:, None], (w8.double() * w_scale.double()[:, None]).t())
 
 
-BASELINES = (Baseline("scaled_mm", L.scaled_mm),)
+BASELINES = (Baseline("scaled_mm", L.scaled_mm), Baseline("scaled_mm_fast", L.scaled_mm_fast))
 
 
 def make_inputs(shape: Shape, seed: int, device, layout: int = 0):

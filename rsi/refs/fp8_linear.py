@@ -145,12 +145,20 @@ def oracle(x, w8, w_scale):
 
 
 # ------------------------------------------------------------------------------------------------- incumbents
-def scaled_mm(x8: torch.Tensor, x_scale: torch.Tensor, w8: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor:
+def scaled_mm(x8: torch.Tensor, x_scale: torch.Tensor, w8: torch.Tensor, w_scale: torch.Tensor,
+              fast: bool = False) -> torch.Tensor:
     """``torch._scaled_mm`` with row-wise scales on quantised operands (CUDA, sm_89+): x8 [R, K] row-major, w8 [N, K]
     (passed as its column-major transpose), x_scale [R], w_scale [N] fp32 -> [R, N] bf16. What the runtime calls
-    after a fused producer (modulate_fp8, swiglu_fp8, head_merge_fp8) has quantised the activation."""
+    after a fused producer (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8) has quantised the
+    activation. ``fast``: cuBLASLt's fast accumulation (``use_fast_accum``: the tensor core's fp8 accumulator over all
+    of K, never promoted to fp32)."""
     return torch._scaled_mm(x8, w8.t(), scale_a=x_scale.reshape(-1, 1).contiguous(),
-                            scale_b=w_scale.reshape(1, -1).contiguous(), out_dtype=BF16)
+                            scale_b=w_scale.reshape(1, -1).contiguous(), out_dtype=BF16, use_fast_accum=fast)
+
+
+def scaled_mm_fast(x8: torch.Tensor, x_scale: torch.Tensor, w8: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor:
+    """:func:`scaled_mm` with cuBLASLt's fast accumulation."""
+    return scaled_mm(x8, x_scale, w8, w_scale, fast=True)
 
 
 def _incumbent(x, w8, w_scale):
