@@ -27,8 +27,9 @@ Grouped ordering (GROUP_M row blocks share the column sweep, for L2 reuse of the
 launches min(tiles, PERSIST) programs that loop over the tiles (132 = the H200's SMs). x is read through its two
 strides, w8 through its row stride and w_scale through its element stride, offsets 64-bit. The x tile is quantised
 once per (row block, column block): a column sweep re-quantises it N / BLOCK_N times (cvt throughput, not DRAM, is
-the cost; the x tiles come from L2). No TMA descriptors: a device-side descriptor needs a global scratch allocation
-and a host-side one ``triton.tools.tensor_descriptor``, neither of which a candidate may use.
+the cost; the x tiles come from L2). No TMA descriptors: the x tile is quantised in registers after its load, so a
+TMA copy into shared memory would be read back first (fp8_gemm_tma uses device-side descriptors on operands that are
+already e4m3; rsi.kernel provides their scratch).
 Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, RCP, PREC, PERSIST.
 """
 
