@@ -114,8 +114,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # ---- fp8_gemm (rsi/templates/fp8_gemm_cute.py): STAGES e4m3 tiles of x8 and w8, 128 deep, and the barriers
     # in the H200's 227 KiB of shared memory a block (the template refuses more)
     "wgmma_smem_fit": lambda c: (c["BM"] + c["BN"]) * 128 * c["STAGES"] + 1024 <= 232448,
-    # ---- fused fp8 producers (modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in registers
-    # modulate_fp8 at H3's 5376: 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
+    # ---- fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in
+    # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376: 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
     "fp8_modulate_regs_fit": lambda c: (6144 if c["SPLIT"] else 8192) * c["ROWS"] <= 96 * 32 * c["num_warps"],
     # every piece gives each thread at least one 16-byte (8 x bf16) access
     "fp8_modulate_vectors_16B": lambda c: (2048 if c["SPLIT"] else 8192) * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -133,7 +133,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # fp8_gemm_tma: the e4m3 operand tiles of every stage in 227 KiB of shared memory (the bf16 epilogue tile is in
     # registers), and a 64-row tile takes at most 4 warps (one warpgroup)
     "tma_smem_fit": lambda c: (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * c["num_stages"] <= 227 * 1024
-    and (c["BLOCK_M"] == 128 or c["num_warps"] == 4),
+    and (c["BLOCK_M"] == 128 or c["num_warps"] == 4)
+    and c["BLOCK_M"] * c["BLOCK_N"] <= 128 * 32 * c["num_warps"],      # the fp32 accumulator: <= 128 values a thread
 }
 
 
@@ -253,8 +254,9 @@ def _heuristic_fp8_gemm_tiles(space: Space) -> dict[str, Any]:
 def _heuristic_triton_tma_tiles(space: Space) -> dict[str, Any]:
     """fp8_gemm_tma: the CuTe template's tile (128 x 256, two warpgroups), K steps of 128 bytes (one 128-byte swizzle
     row), 4 stages (196 KiB of shared memory), groups of 8 row tiles, a persistent grid of 132 programs (the CuTe
-    template's run 46b probe). H200 run 50a judged it with PREC 1 at 0.69-0.77x torch._scaled_mm; now PREC 0 (fast
-    accumulation: no fp32 promotion adds in the K loop), an untested guess."""
+    template's run 46b probe). H200 run 50a judged it with PREC 1 at 0.69-0.77x torch._scaled_mm; with PREC 0 (fast
+    accumulation: no fp32 promotion adds in the K loop) runs 51-52 timed it at 0.996-1.09x _scaled_mm and 0.89-1.03x
+    _scaled_mm with fast accumulation."""
     c = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
          "PERSIST": 132, "PREC": 0}
     return {k: v for k, v in c.items() if k in space.axes}

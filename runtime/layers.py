@@ -71,8 +71,9 @@ class Attention(nn.Module):
 
     def forward(self, h: torch.Tensor | tuple[torch.Tensor, torch.Tensor], rope: torch.Tensor, bounds: list[int],
                 kernels) -> torch.Tensor:
-        """h: [S, H] bf16, or (h8 [S, H] e4m3, h_scale [S] fp32) from a fused producer (``modulate_fp8``) when
-        qkv_proj is an Fp8Linear. With an fp8 out_proj the attention may hand it ``head_merge_fp8``'s e4m3 rows."""
+        """h: [S, H] bf16, or (h8 [S, H] e4m3, h_scale [S] fp32) from a fused producer (``modulate_fp8``, or
+        ``gate_residual_modulate_fp8`` after block 0) when qkv_proj is an Fp8Linear. With an fp8 out_proj the
+        attention may hand it ``head_merge_fp8``'s e4m3 rows."""
         qkv = self.qkv_proj.quantized(*h) if isinstance(h, tuple) else self.qkv_proj(h)    # [S, 3 * NH * 128]
         S = qkv.shape[0]
         q, k = kernels.call("qk_norm_rope", qkv, self.q_norm.weight, self.k_norm.weight, rope)  # [S, NH, 128]

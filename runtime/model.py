@@ -14,6 +14,7 @@ With --precision fp8 and a verified kernel for the dims, each [gate_residual_mod
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import torch
 from torch import nn
@@ -92,10 +93,11 @@ class H3DiT(nn.Module):
         return self.token_refiner.final_norm(x)
 
     # ------------------------------------------------------------------------------------------------ forward
-    def block(self, i: int, x: torch.Tensor, h: torch.Tensor, step, rope: torch.Tensor, bounds: list[int],
-              kernels) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Block i. x: [S, H] residual, h: [S, H] its modulated input. Returns (x, h of block i + 1); the
-        block's closing residual is fused with the next block's norm1 modulation (None after the last)."""
+    def block(self, i: int, x: torch.Tensor, h, step, rope: torch.Tensor, bounds: list[int],
+              kernels) -> tuple[torch.Tensor, Any]:
+        """Block i. x: [S, H] residual, h: [S, H] its modulated input, or (h8, h_scale) from a fused fp8 producer.
+        Returns (x, h of block i + 1, in the same two forms); the block's closing residual is fused with the next
+        block's norm1 modulation (None after the last)."""
         blk, idx, c = self.blocks[i], step.mod_idx, step.block_chunks(i)
         a = blk.attn(h, rope, bounds, kernels)                                              # [S, H]
         x, h = residual_modulate(blk.mlp.fc1, kernels, x, c[2], a, blk.norm2.weight, c[3], c[4], idx)

@@ -1,10 +1,12 @@
 """FP8 GEMM on quantised operands (approximate class): the GEMM after a fused FP8 producer.
 
 ``out = bf16(x_scale[r] * (w_scale[n] * sum_k x8[r, k] w8[n, k]))``: what an ``Fp8Linear`` runs on the e4m3 bytes
-and row scales a fused producer (``swiglu_fp8``, ``head_merge_fp8``, ``modulate_fp8``) wrote
+and row scales a fused producer (``swiglu_fp8``, ``head_merge_fp8``, ``modulate_fp8``,
+``gate_residual_modulate_fp8``) wrote
 (runtime/precision.py ``Fp8Linear.quantized``), and the second half of ``fp8_linear``, whose candidates must also
 quantise the bf16 activation and may allocate nothing but their output. Splitting it out lets a GEMM kernel that
-takes its operands through TMA (the CuTe DSL template ``rsi/templates/fp8_gemm_cute.py``) be judged on its own.
+takes its operands through TMA (the CuTe DSL template ``rsi/templates/fp8_gemm_cute.py`` and the Triton one
+``rsi/templates/fp8_gemm_tma.py``) be judged on its own.
 
 Inputs: ``x8`` [R, K] float8_e4m3fn and ``x_scale`` [R] fp32 (``quantize_rows`` of fp8_linear's activation),
 ``w8`` [N, K] float8_e4m3fn and ``w_scale`` [N] fp32 (``quantize_weight`` of its weight), all contiguous (the
@@ -24,7 +26,7 @@ accumulation, ``use_fast_accum``; Triton's fp8_linear template's PREC 0), which 
 Incumbents: ``scaled_mm``, ``torch._scaled_mm`` with row-wise scales (cuBLASLt; what the runtime runs today), and
 ``scaled_mm_fast``, the same with cuBLASLt's fast accumulation (``use_fast_accum=True``): a candidate that accumulates
 in the tensor core's fp8 accumulator (fp8_gemm_tma's PREC 0) must beat cuBLAS doing the same. H200 run 51 timed such
-a candidate at 1.05-1.09x ``scaled_mm`` before this incumbent existed.
+a candidate at 1.02-1.09x ``scaled_mm`` (0.997x at ltx_qkvo) before this incumbent existed; run 52 at 0.89-1.03x it.
 Shapes, inputs and special cases are fp8_linear's (its large, subnormal and NaN-only nonfinite cases act on the
 quantised operands here: the scales carry what x carried there); its odd shape has K = 1000, which TMA and
 ``_scaled_mm`` cannot take (rows of 16 bytes), so this op group's has K = 1008. Layouts: 0 contiguous; 1 x8 and w8

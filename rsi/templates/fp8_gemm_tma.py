@@ -17,8 +17,11 @@ the output's row stride need not be a multiple of 16 bytes at every shape).
 A persistent grid (PERSIST > 0: min(tiles, PERSIST) programs, 132 = the H200's SMs) walks the tiles in grouped order
 (GROUP_M row tiles share a column sweep, for L2 reuse); PERSIST = 0 launches one program a tile. No warp
 specialisation: Triton 3.6's ``tl.range(..., warp_specialize=True)`` compiles to the same PTX as without it for sm_90
-(checked on the CPU, docs/kernels.md), so the software pipeline (num_stages) is what overlaps loads and MMAs. TMA needs 16-byte aligned bases and row strides: launch checks them on the
-tensors' metadata (the element size is one byte) and refuses other layouts with a clear error.
+(checked on the CPU, docs/kernels.md), so the software pipeline (num_stages) is what overlaps loads and MMAs.
+TMA needs 16-byte aligned bases and row strides: launch checks the storage offsets and row strides on the tensors'
+metadata (the element size is one byte) and refuses other layouts with a clear error; the storage itself is taken to
+be 16-byte aligned, as every torch CUDA allocation is (a candidate cannot read a pointer). ALIGN is that 16, a
+launch parameter because a shape may be compared only with 0, 1, -1 or the config (rsi/harness/static.py rule 4).
 Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, PERSIST, PREC.
 """
 

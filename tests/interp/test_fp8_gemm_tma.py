@@ -1,6 +1,7 @@
 """fp8_gemm's Triton TMA template (rsi/templates/fp8_gemm_tma.py) under the interpreter: device-side descriptors over
 x8 and w8 at every interpreter shape and layout, persistent and one program a tile, within the op group's
-approximate class; a layout TMA cannot take (an odd offset) is refused with a clear error, before any launch."""
+approximate class; layouts TMA cannot take (an offset or a row stride that is not a multiple of 16 bytes) are refused
+with a clear error, before any launch."""
 
 from __future__ import annotations
 
@@ -49,3 +50,7 @@ def test_unaligned_layout_refused():
     shifted = flat.new_empty(flat.numel() + 1)[1:].view(x8.shape)      # one byte off: not 16-byte aligned
     with pytest.raises(ValueError, match="16-byte aligned"):
         tpl.launch(shifted, xs, w8, ws, **SMALL)
+    R, Kd = x8.shape
+    wide = x8.new_empty((R, Kd + 8))[:, :Kd]                         # aligned base, row stride K + 8 bytes
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        tpl.launch(wide, xs, w8, ws, **SMALL)

@@ -85,6 +85,8 @@ out["gate_residual_modulate_fp8"] = compile_(m._gate_residual_modulate_fp8_kerne
                                              num_warps=cfg["num_warps"], enable_fp_fusion=False)
 out["gate_residual_modulate_fp8_fused"] = compile_(m._gate_residual_modulate_fp8_kernel, types, const,
                                                    num_warps=cfg["num_warps"])
+out["gate_residual_modulate_fp8_quot"] = compile_(m._gate_residual_modulate_fp8_kernel, types, {**const, "QUOT": 1},
+                                                  num_warps=cfg["num_warps"], enable_fp_fusion=False)
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
 const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT")}
@@ -151,12 +153,13 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
     assert r["plain_div"]["ops"] == ["div.full.f32"]
     # QUOT: the per-element quotient is a reciprocal and fmas (one div.rn.f32 a row), fast swiglu's silu is ex2 with
     # the fp64 fallback still compiled in
-    for name in ("head_merge_fp8_quot", "swiglu_fp8_fast", "modulate_fp8_quot"):
+    for name in ("head_merge_fp8_quot", "swiglu_fp8_fast", "modulate_fp8_quot", "gate_residual_modulate_fp8_quot"):
         assert {"fma.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(r[name]["ops"]), (name, r[name])
     assert any(o.startswith("ex2.approx") for o in r["swiglu_fp8_fast"]["ops"]), r["swiglu_fp8_fast"]
     # and no division per element left: one div.rn.f32 for the scale and one for the reciprocal a row (modulate_fp8
     # two more for its rstd; head_merge's QUOT 0 build has one per element a thread holds)
-    for name, most in (("head_merge_fp8_quot", 2), ("modulate_fp8_quot", 4), ("swiglu_fp8_fast", 2)):
+    for name, most in (("head_merge_fp8_quot", 2), ("modulate_fp8_quot", 4), ("gate_residual_modulate_fp8_quot", 4),
+                       ("swiglu_fp8_fast", 2)):
         assert r[name]["div_rn_f32"] <= most, (name, r[name]["div_rn_f32"])
     assert r["head_merge_fp8"]["div_rn_f32"] >= 16, r["head_merge_fp8"]["div_rn_f32"]
     assert "div.rn.f64" in r["swiglu_fp8_fast"]["ops"] and "div.full.f32" in r["swiglu_fp8_fast"]["ops"]
