@@ -15,14 +15,17 @@ epilogue multiplies by the row and column scales in fp32 and rounds to bf16 once
 the output's row stride need not be a multiple of 16 bytes at every shape).
 
 A persistent grid (PERSIST > 0: min(tiles, PERSIST) programs, 132 = the H200's SMs) walks the tiles in grouped order
-(GROUP_M row tiles share a column sweep, for L2 reuse); PERSIST = 0 launches one program a tile. No warp
+(GROUP_M row tiles share a column sweep, for L2 reuse); PERSIST = 0 launches one program a tile. FLATTEN = 1 asks
+Triton to flatten the tile loop and the K loop into one pipelined loop (``tl.range(..., flatten=True)``), so that the
+next tile's loads are in flight during a tile's epilogue (on sm_90 it compiles to different code, with 32 KiB more
+shared memory at 128 x 256 x 128 x 4 stages). No warp
 specialisation: Triton 3.6's ``tl.range(..., warp_specialize=True)`` compiles to the same PTX as without it for sm_90
 (checked on the CPU, docs/kernels.md), so the software pipeline (num_stages) is what overlaps loads and MMAs.
 TMA needs 16-byte aligned bases and row strides: launch checks the storage offsets and row strides on the tensors'
 metadata (the element size is one byte) and refuses other layouts with a clear error; the storage itself is taken to
 be 16-byte aligned, as every torch CUDA allocation is (a candidate cannot read a pointer). ALIGN is that 16, a
 launch parameter because a shape may be compared only with 0, 1, -1 or the config (rsi/harness/static.py rule 4).
-Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, PERSIST, PREC.
+Config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, PERSIST, PREC, FLATTEN.
 """
 
 import triton
@@ -65,7 +68,7 @@ def _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k,
 @triton.jit
 def _fp8_gemm_tma_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, o_ptr, n_rows, n_cols, n_k, stride_xr, stride_wr, stride_or,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                         PERSIST: tl.constexpr, PREC: tl.constexpr):
+                         PERSIST: tl.constexpr, PREC: tl.constexpr, FLATTEN: tl.constexpr):
     xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_k], strides=[stride_xr, 1],
                                    block_shape=[BLOCK_M, BLOCK_K])
     wd = tl.make_tensor_descriptor(w_ptr, shape=[n_cols, n_k], strides=[stride_wr, 1],
@@ -73,7 +76,7 @@ def _fp8_gemm_tma_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, o_ptr, n_rows, n_cols, n_
     n_m = tl.cdiv(n_rows, BLOCK_M)
     n_n = tl.cdiv(n_cols, BLOCK_N)
     if PERSIST > 0:
-        for t in tl.range(tl.program_id(0), n_m * n_n, tl.num_programs(0)):
+        for t in tl.range(tl.program_id(0), n_m * n_n, tl.num_programs(0), flatten=FLATTEN):
             pid_m, pid_n = _tile(t, n_m, n_n, GROUP_M)
             _gemm_tile(xd, wd, xs_ptr, ws_ptr, o_ptr, pid_m, pid_n, n_rows, n_cols, n_k, stride_or, BLOCK_M,
                        BLOCK_N, BLOCK_K, PREC)
@@ -84,7 +87,7 @@ def _fp8_gemm_tma_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, o_ptr, n_rows, n_cols, n_
 
 
 def launch(x8, x_scale, w8, w_scale, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4,
-           PERSIST=132, PREC=1, ALIGN=16):
+           PERSIST=132, PREC=1, FLATTEN=0, ALIGN=16):
     n_rows, n_k = x8.shape
     n_cols = w8.shape[0]
     if w8.shape[1] != n_k or x_scale.shape[0] != n_rows or w_scale.shape[0] != n_cols:
@@ -103,5 +106,6 @@ def launch(x8, x_scale, w8, w_scale, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROU
     grid = (min(tiles, PERSIST) if PERSIST else tiles,)
     _fp8_gemm_tma_kernel[grid](x8, x_scale, w8, w_scale, out, n_rows, n_cols, n_k, x8.stride(0), w8.stride(0),
                                out.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                               PERSIST=PERSIST, PREC=PREC, num_warps=num_warps, num_stages=num_stages)
+                               PERSIST=PERSIST, PREC=PREC, FLATTEN=FLATTEN, num_warps=num_warps,
+                               num_stages=num_stages)
     return out

@@ -76,7 +76,7 @@ m = load("fp8_gemm_tma")
 tma = next(a for a in load_space("fp8_gemm").alternatives if a.template == "fp8_gemm_tma").heuristic()
 out["fp8_gemm_tma"] = compile_(m._fp8_gemm_tma_kernel, {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "w_ptr": "*fp8e4nv",
                                                         "ws_ptr": "*fp32", "o_ptr": "*bf16"},
-                               {k: tma[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PERSIST", "PREC")},
+                               {k: tma[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PERSIST", "PREC", "FLATTEN")},
                                num_warps=tma["num_warps"], num_stages=tma["num_stages"])
 m = load("gate_residual_modulate_fp8")
 types.update({"res_ptr": "*bf16", "gate_ptr": "*bf16", "branch_ptr": "*bf16", "r_ptr": "*bf16"})
