@@ -259,7 +259,7 @@ def _heuristic_triton_tma_tiles(space: Space) -> dict[str, Any]:
     template's run 46b probe). H200 run 50a judged it with PREC 1 at 0.69-0.77x torch._scaled_mm; with PREC 0 (fast
     accumulation: no fp32 promotion adds in the K loop) runs 51-52 timed it at 0.996-1.09x _scaled_mm and 0.89-1.03x
     _scaled_mm with fast accumulation. FLATTEN 1 (one pipelined loop over tiles and K, the next tile's loads during
-    the epilogue) is run 54's guess."""
+    the epilogue): run 54, 1.03-1.11x _scaled_mm and 0.92-1.03x its fast-accumulation form."""
     c = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
          "PERSIST": 132, "PREC": 0, "FLATTEN": 1}
     return {k: v for k, v in c.items() if k in space.axes}
