@@ -57,45 +57,42 @@ def test_tree_sum_folds_halves():
             assert modulate_fp8.tree_sum(v)[r].numpy().view(np.int32) == a.view(np.int32)[0]
 
 
+def _every_layout_and_case(g):
+    """(where, inputs) for every interpreter shape, layout and special case (None: no special values) of g."""
+    for s in g.interp_shapes:
+        for lay in range(g.n_layouts):
+            for sc in (None, *g.special_cases):
+                inputs = g.make_inputs(s, 4, "cpu", layout=lay)
+                yield (s.name, lay, sc and sc.name), (inputs if sc is None else sc.apply(inputs, ()))
+
+
 def test_canonical_modulate_within_modulate_class():
     """modulate_canonical is a modulate: it passes modulate's tolerance class against modulate's reference on every
     layout and special case (only rstd's last bits differ)."""
     g = M.OP_GROUP
-    for s in g.interp_shapes:
-        for lay in range(g.n_layouts):
-            for sc in (None, *g.special_cases):
-                inputs = g.make_inputs(s, 4, "cpu", layout=lay)
-                if sc is not None:
-                    inputs = sc.apply(inputs, ())
-                out = modulate_fp8.modulate_canonical(*inputs)
-                ok, _, why = check.compare(out, g.reference(*inputs), g.oracle(*inputs), g.tolerance,
-                                           g.term_scale(*inputs)[0])
-                assert ok, (s.name, lay, sc and sc.name, why)
+    for where, inputs in _every_layout_and_case(g):
+        out = modulate_fp8.modulate_canonical(*inputs)
+        ok, _, why = check.compare(out, g.reference(*inputs), g.oracle(*inputs), g.tolerance, g.term_scale(*inputs)[0])
+        assert ok, (where, why)
 
 
 def test_residual_producer_within_gate_residual_modulate_class():
     """gate_residual_modulate_fp8's r is the eager r bit for bit (spelled out here in fp32 with each bf16 rounding
-    explicit, not through either reference), and its canonical h
-    (modulate_canonical of that r) passes gate_residual_modulate's tolerance class for h, on every layout and
-    special case: the runtime may take its (r, h8) where it took gate_residual_modulate's (r, h)."""
+    explicit, not through either reference), and its canonical h (modulate_canonical of that r) passes
+    gate_residual_modulate's tolerance class for h, on every layout and special case: the runtime may take its
+    (r, h8) where it took gate_residual_modulate's (r, h)."""
     from rsi.refs import gate_residual_modulate as G
 
-    g = G.OP_GROUP
-    for s in g.interp_shapes:
-        for lay in range(g.n_layouts):
-            for sc in (None, *g.special_cases):
-                inputs = g.make_inputs(s, 4, "cpu", layout=lay)
-                if sc is not None:
-                    inputs = sc.apply(inputs, ())
-                res, gate, branch, idx = inputs[0], inputs[1], inputs[2], inputs[6]
-                bf = torch.bfloat16
-                eager = (res.float() + (gate.float()[idx] * branch.float()).to(bf).float()).to(bf)
-                r8 = get_op_group("gate_residual_modulate_fp8").reference(*inputs)[0]
-                assert torch.equal(r8.view(torch.int16), eager.view(torch.int16)), (s.name, lay, sc and sc.name)
-                h = g.reference(*inputs)[1]
-                hc = modulate_fp8.modulate_canonical(r8, *inputs[3:])
-                ok, _, why = check.compare(hc, h, g.oracle(*inputs)[1], g.tolerance, g.term_scale(*inputs)[1])
-                assert ok, (s.name, lay, sc and sc.name, why)
+    g, bf = G.OP_GROUP, torch.bfloat16
+    for where, inputs in _every_layout_and_case(g):
+        res, gate, branch, idx = inputs[0], inputs[1], inputs[2], inputs[6]
+        eager = (res.float() + (gate.float()[idx] * branch.float()).to(bf).float()).to(bf)
+        r8 = get_op_group("gate_residual_modulate_fp8").reference(*inputs)[0]
+        assert torch.equal(r8.view(torch.int16), eager.view(torch.int16)), where
+        hc = modulate_fp8.modulate_canonical(r8, *inputs[3:])
+        ok, _, why = check.compare(hc, g.reference(*inputs)[1], g.oracle(*inputs)[1], g.tolerance,
+                                   g.term_scale(*inputs)[1])
+        assert ok, (where, why)
 
 
 def test_silu_c_every_bf16_input():
