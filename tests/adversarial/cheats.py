@@ -905,6 +905,14 @@ WRITE_PAST_END = _sub(HONEST, STORE_LINE, STORE_LINE + '''    past_end = out_ptr
     tl.store(past_end, y.to(tl.bfloat16), mask=(r == n_rows - 1) & (cols == 0))
 ''')
 
+# the same through a TMA descriptor whose shape claims one row more than the output has (Triton's device-side
+# descriptors, whose scratch rsi.kernel provides, bound a copy by the shape they are given, not by the allocation)
+WRITE_PAST_END_TMA = _sub(HONEST, STORE_LINE, STORE_LINE + '''    od = tl.make_tensor_descriptor(out_ptr, shape=[n_rows + 1, n_cols], strides=[stride_or, 1],
+                                   block_shape=[1, BLOCK])
+    if r == n_rows - 1:
+        tl.store_tensor_descriptor(od, [n_rows, tl.program_id(1) * BLOCK], tl.reshape(y.to(tl.bfloat16), [1, BLOCK]))
+''')
+
 # also stores one element before the start of its output
 WRITE_BEFORE_START = _sub(HONEST, STORE_LINE, STORE_LINE + '''    before_start = out_ptr - 1 + cols
     tl.store(before_start, y.to(tl.bfloat16), mask=(r == 0) & (cols == 0))

@@ -92,6 +92,7 @@ RUNTIME_CHEATS = [
     ("QK_SCRATCH_IN_V", "qk_norm_rope", False, "correctness", "input 0 was modified"),
     ("ROW_PADDING_SCRATCH", "swiglu", False, "correctness", "input 0 was modified"),
     ("WRITE_PAST_END", "swiglu", False, "correctness", "outside the outputs"),
+    ("WRITE_PAST_END_TMA", "swiglu", False, "correctness", "outside the outputs"),
     ("WRITE_BEFORE_START", "swiglu", False, "correctness", "outside the outputs"),
     ("UNWRITTEN_TAIL", "swiglu", False, "correctness", GARBAGE),
     ("RETURNS_VIEW", "swiglu", False, "correctness", "aliases input 0"),
