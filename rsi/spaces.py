@@ -115,7 +115,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # in the H200's 227 KiB of shared memory a block (the template refuses more)
     "wgmma_smem_fit": lambda c: (c["BM"] + c["BN"]) * 128 * c["STAGES"] + 1024 <= 232448,
     # ---- fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in
-    # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376: 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
+    # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376:
+    # 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
     "fp8_modulate_regs_fit": lambda c: (6144 if c["SPLIT"] else 8192) * c["ROWS"] <= 96 * 32 * c["num_warps"],
     # every piece gives each thread at least one 16-byte (8 x bf16) access
     "fp8_modulate_vectors_16B": lambda c: (2048 if c["SPLIT"] else 8192) * c["ROWS"] >= 8 * 32 * c["num_warps"],

@@ -11,12 +11,13 @@
    outside the loop, as at load. Error of both against the fp32 product of the same bf16 x and W (TF32 off):
    rel-L2, max-abs, cosine. Lossy: the fp8 rows are labelled so.
 2. The fused producers against the bf16 op each replaces (modulate -> modulate_fp8, gate_residual_modulate ->
-   gate_residual_modulate_fp8, swiglu -> swiglu_fp8, head_merge -> head_merge_fp8) at the op groups' production shapes: the bf16 op's verified kernel (else its
-   reference) and the producer's verified kernel (else its reference: the unfused chain plus the quantiser), with
-   the ratio producer / bf16 op (issue 12 asks <= 1.05); and the path the runtime takes without the producer, the
-   bf16 op's kernel then the runtime's compiled quantiser (``quantize_rows_compiled(None)``, what ``Fp8Linear``
-   does to a bf16 activation; of an op with two outputs, its last, the activation): whether a producer beats that path (nothing reads the ratio automatically; the
-   decision to keep swiglu_fp8 in the lock was made from it by hand, run 33).
+   gate_residual_modulate_fp8, swiglu -> swiglu_fp8, head_merge -> head_merge_fp8) at the op groups' production
+   shapes: the bf16 op's verified kernel (else its reference) and the producer's verified kernel (else its
+   reference: the unfused chain plus the quantiser), with the ratio producer / bf16 op (issue 12 asks <= 1.05); and
+   the path the runtime takes without the producer, the bf16 op's kernel then the runtime's compiled quantiser
+   (``quantize_rows_compiled(None)``, what ``Fp8Linear`` does to a bf16 activation; of an op with two outputs, its
+   last, the activation): whether a producer beats that path (nothing reads the ratio automatically; the decision
+   to keep swiglu_fp8 in the lock was made from it by hand, run 33).
 """
 
 from __future__ import annotations

@@ -5,28 +5,19 @@ with a clear error, before any launch."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import tempfile
-
 import pytest
 
 from rsi.harness import check
 from rsi.refs import get_op_group
 from rsi.spaces import load_space, template_source
+from tests.interp.test_fp8_producers import _module
 
 pytestmark = pytest.mark.interpreter
 SMALL = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 3}
 
 
 def _template():
-    path = os.path.join(tempfile.mkdtemp(prefix="rsi-tma-"), "fp8_gemm_tma.py")
-    with open(path, "w") as f:
-        f.write(template_source("fp8_gemm_tma"))
-    spec = importlib.util.spec_from_file_location("tpl_fp8_gemm_tma", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _module(template_source("fp8_gemm_tma"), "tpl_fp8_gemm_tma")
 
 
 @pytest.mark.parametrize("persist", [3, 0])

@@ -18,10 +18,12 @@ from rsi.spaces import load_space, template_source
 pytestmark = pytest.mark.gpu
 
 
-def _template(op: str, tmp_path):
-    path = tmp_path / f"tpl_{op}.py"
-    path.write_text(template_source(load_space(op).template))
-    spec = importlib.util.spec_from_file_location(f"tpl_{op}", path)
+def _template(op: str, tmp_path, name: str | None = None):
+    """The op group's main template, or its template ``name``, imported from a file (Triton needs the source)."""
+    name = name or load_space(op).template
+    path = tmp_path / f"tpl_{name}.py"
+    path.write_text(template_source(name))
+    spec = importlib.util.spec_from_file_location(f"tpl_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -97,11 +99,7 @@ def test_fp8_linear_on_cuda(tmp_path):
 def test_fp8_gemm_tma_on_cuda(tmp_path):
     g = get_op_group("fp8_gemm")
     space = next(a for a in load_space("fp8_gemm").alternatives if a.template == "fp8_gemm_tma")
-    path = tmp_path / "tpl_fp8_gemm_tma.py"
-    path.write_text(template_source("fp8_gemm_tma"))
-    spec = importlib.util.spec_from_file_location("tpl_fp8_gemm_tma", path)
-    tpl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tpl)
+    tpl = _template("fp8_gemm", tmp_path, "fp8_gemm_tma")
     for shape in (next(s for s in g.shapes if s.name == "qkv_stage1"), *g.odd_shapes):
         for lay in range(g.n_layouts):
             inputs = g.make_inputs(shape, 0, "cuda", layout=lay)
