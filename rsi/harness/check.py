@@ -165,13 +165,66 @@ class _Scan:
         return {"max_abs": self.max_abs, "rel_l2": rel, "cosine": cos}
 
 
+# The rounding-bias test of the Tolerance class (Tolerance docstring): the mean signed error against the oracle,
+# positive away from zero, in bf16 ulps of |oracle|, each entry clipped to +-BIAS_CLIP ulps.
+BIAS_ULPS = 0.25      # rejected beyond max(this, BIAS_FACTOR x the reference's own bias) (truncation: about -0.5)
+BIAS_FACTOR = 2.0
+BIAS_SIGMAS = 6.0     # ... and only when the mean is also this many standard errors from 0
+BIAS_MIN_N = 16       # entries needed (finite, oracle non-zero)
+BIAS_CLIP = 2.0
+
+
+class _Bias:
+    """Running sums of the clipped signed errors d = sign(oracle) (x - oracle) / ulp_bf16(oracle)."""
+
+    def __init__(self) -> None:
+        self.s = self.ss = 0.0
+        self.n = 0
+
+    def add(self, x: torch.Tensor, q: torch.Tensor) -> None:
+        keep = q != 0
+        x, q = x[keep], q[keep]
+        if x.numel() == 0:
+            return
+        d = ((x - q) / ulp_bf16(q)).clamp(-BIAS_CLIP, BIAS_CLIP) * torch.sign(q)
+        self.s += float(d.sum())
+        self.ss += float((d * d).sum())
+        self.n += d.numel()
+
+    def mean_sigmas(self) -> tuple[float, float]:
+        """The mean and how many standard errors it lies from 0 (0, 0 without entries)."""
+        if self.n == 0:
+            return 0.0, 0.0
+        mean = self.s / self.n
+        se = math.sqrt(max(self.ss / self.n - mean * mean, 0.0) / self.n)
+        return mean, (abs(mean) / se if se > 0 else (0.0 if mean == 0 else math.inf))
+
+
+def _bias_stats(cand: _Bias, own: _Bias) -> dict[str, float]:
+    (mean, sig), (ref_mean, _) = cand.mean_sigmas(), own.mean_sigmas()
+    return {"bias_ulps": mean, "bias_sigmas": sig, "bias_n": float(cand.n), "ref_bias_ulps": ref_mean,
+            "bias_bound": max(BIAS_ULPS, BIAS_FACTOR * abs(ref_mean))}
+
+
+def _biased(b: dict[str, float]) -> str:
+    """The reason a rounding bias rejects, or "" (BIAS_* above)."""
+    if b["bias_n"] < BIAS_MIN_N or abs(b["bias_ulps"]) <= b["bias_bound"] or b["bias_sigmas"] <= BIAS_SIGMAS:
+        return ""
+    way = "toward zero" if b["bias_ulps"] < 0 else "away from zero"
+    return (f"rounding bias: the error against the fp64 oracle is on average {abs(b['bias_ulps']):.3f} bf16 ulp "
+            f"{way} over {int(b['bias_n'])} entries ({b['bias_sigmas']:.1f} standard errors; bound "
+            f"{b['bias_bound']:.3g}, the reference's own {b['ref_bias_ulps']:+.3f}): a directed rounding "
+            f"(e.g. truncation) in place of round-to-nearest")
+
+
 def _scan(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, term: torch.Tensor | None,
           k: float, c: float) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
-    """One chunked pass: aggregate stats of out and of ref against the oracle on the finite entries, and the
-    per-element bound ``|out - oracle| <= k |ref - oracle| + c ulp_bf16(term)`` (term: |oracle| when None)."""
+    """One chunked pass: aggregate stats of out and of ref against the oracle on the finite entries, the
+    per-element bound ``|out - oracle| <= k |ref - oracle| + c ulp_bf16(term)`` (term: |oracle| when None) and the
+    rounding bias of out against ref (``_Bias``)."""
     fo, fr, fq = _flat(out), _flat(ref), _flat(oracle)
     ft = _flat(term) if term is not None else None
-    cand, own = _Scan(), _Scan()
+    cand, own, bias, own_bias = _Scan(), _Scan(), _Bias(), _Bias()
     over, worst_ratio, worst_at, max_bound = 0, 0.0, -1, 0.0
     for s in range(0, fo.numel(), SCAN_CHUNK):
         o, r, q = fo[s:s + SCAN_CHUNK].double(), fr[s:s + SCAN_CHUNK].double(), fq[s:s + SCAN_CHUNK].double()
@@ -182,6 +235,8 @@ def _scan(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, term: torc
         own.add(r, q)
         if o.numel() == 0:
             continue
+        bias.add(o, q)
+        own_bias.add(r, q)
         t = q.abs() if ft is None else ft[s:s + SCAN_CHUNK].double().abs()
         if ft is not None and t.numel() != o.numel():
             t = t[fin]
@@ -195,7 +250,8 @@ def _scan(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, term: torc
             j = int(ratio.argmax())
             worst_ratio = m
             worst_at = s + (int(fin.nonzero()[j]) if o.numel() != fin.numel() else j)
-    elem: dict[str, Any] = {"over": over, "worst_ratio": worst_ratio, "worst_at": worst_at, "max_bound": max_bound}
+    elem: dict[str, Any] = {"over": over, "worst_ratio": worst_ratio, "worst_at": worst_at, "max_bound": max_bound,
+                            **_bias_stats(bias, own_bias)}
     return cand.stats(), own.stats(), elem
 
 
@@ -303,7 +359,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
         stats.update(max_abs_bound=max_abs_bound, rel_l2_bound=rel_bound, cosine_bound=cos_bound, ref_cosine=own["cosine"],
                      elem_over=float(elem["over"]), elem_worst_ratio=elem["worst_ratio"],
                      elem_factor=tol.elem_factor, elem_ulps=tol.elem_ulps,
-                     elem_term_scale=0.0 if term_scale is None else 1.0)
+                     elem_term_scale=0.0 if term_scale is None else 1.0,
+                     **{k: elem[k] for k in ("bias_ulps", "bias_sigmas", "bias_n", "ref_bias_ulps", "bias_bound")})
         if not cand["max_abs"] <= max_abs_bound:
             return False, stats, f"max-abs error {cand['max_abs']:.3g} > bound {max_abs_bound:.3g}"
         if not cand["rel_l2"] <= rel_bound:
@@ -314,6 +371,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
             return False, stats, (f"per-element error over the bound at {elem['over']} of {out.numel()} elements "
                                   f"(worst ratio {elem['worst_ratio']:.3g}); "
                                   + _element_report(out, ref, oracle, term_scale, elem["worst_at"], k, c))
+        biased = _biased(elem)
+        if biased:
+            return False, stats, biased
         return True, stats, ""
     return False, stats, f"unknown tolerance class {tol!r}"
 

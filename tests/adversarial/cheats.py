@@ -788,8 +788,9 @@ THIRD_3BIT = _y("    y = s * u\n"
                 "    y3 = (y.to(tl.uint32, bitcast=True) & 0xFFF00000).to(tl.float32, bitcast=True)\n"
                 "    y = tl.where((cols % 3 == 0) & (tl.abs(y) < 0.5), y3, y)\n")
 
-# truncates instead of rounding the final bf16 cast, in every entry (at most 1 ulp: the aggregates catch it over a
-# run, the 4-ulp per-element allowance does not)
+# truncates instead of rounding the final bf16 cast, in every entry (at most 1 ulp: the 4-ulp per-element allowance
+# does not catch it, and its error is about twice the reference's, at the edge of the aggregates' factor 2, so some
+# seeds passed them (a CI run accepted it); the rounding-bias test sees its mean error of -0.5 ulp at every seed)
 TRUNC_BF16 = _y("    y = s * u\n    y = (y.to(tl.uint32, bitcast=True) & 0xFFFF0000).to(tl.float32, bitcast=True)\n")
 
 # truncates at every bf16 cast (silu and the product)

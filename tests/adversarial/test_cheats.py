@@ -82,8 +82,8 @@ RUNTIME_CHEATS = [
     # 4. aggregate error bounds: the per-element bound
     ("FLUSH_SMALL", "swiglu", False, "correctness", "per-element"),
     ("THIRD_3BIT", "swiglu", False, "correctness", "per-element"),
-    ("TRUNC_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element")),
-    ("TRUNC_ALL_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element")),
+    ("TRUNC_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element", "rounding bias")),
+    ("TRUNC_ALL_BF16", "swiglu", False, "correctness", ("max-abs error", "relative-L2", "per-element", "rounding bias")),
     ("QK_FLUSH_SMALL", "qk_norm_rope", False, "correctness", "per-element"),
     # 5. input coverage
     ("CONTIGUOUS_ROWS", "swiglu", False, "correctness", "layout 1"),
