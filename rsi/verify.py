@@ -58,6 +58,9 @@ def _verdict_row(v: dict) -> dict:
             "worker": v["details"].get("worker"), "judge_wall_s": v["details"].get("judge_wall_s"),
             "timing_wall_s": v["details"].get("timing_wall_s"),
             "correctness_trials": v["details"].get("correctness", {}).get("trials"),
+            # the worst error statistics over the drawn trials and over the special cases (rsi.harness.check.worst)
+            "observed": v["details"].get("correctness", {}).get("observed"),
+            "observed_special": v["details"].get("correctness", {}).get("observed_special"),
             "timings": [{"bucket": r["bucket"], "p50_us": r["p50_us"], "pct_copy": r["pct_copy"],
                          "vs": {k: [b["speedup"], *b["ci95"]] for k, b in r["baselines"].items()},
                          "samples_us": r.get("samples_us", {})} for r in v.get("timings", [])]}

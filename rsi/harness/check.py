@@ -408,6 +408,8 @@ def _approximate(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor,
 
 # stats where a smaller value is worse (similarities); every other stat is an error or a bound: larger is worse
 MIN_KEYS = frozenset({"cosine", "ref_cosine", "bitwise"})
+# signed stats: the worst is the largest magnitude, sign kept
+SIGNED_KEYS = frozenset({"bias_ulps", "ref_bias_ulps"})
 
 
 def worst(stats_list: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -417,6 +419,8 @@ def worst(stats_list: Sequence[dict[str, float]]) -> dict[str, float]:
         for k, v in s.items():
             if k in MIN_KEYS:
                 out[k] = min(out.get(k, v), v)
+            elif k in SIGNED_KEYS:
+                out[k] = max(out.get(k, v), v, key=abs)
             else:
                 out[k] = max(out.get(k, v), v)
     return out

@@ -127,6 +127,12 @@ def test_worst_takes_the_minimum_of_similarities():
     assert check.worst([a, b]) == {"rel_l2": 0.02, "cosine": 0.999, "ref_cosine": 0.999, "err_frac_p99": 0.02}
 
 
+def test_worst_keeps_the_sign_of_the_largest_bias():
+    a = {"bias_ulps": 0.1, "ref_bias_ulps": -0.02}
+    b = {"bias_ulps": -0.5, "ref_bias_ulps": 0.01}
+    assert check.worst([a, b]) == {"bias_ulps": -0.5, "ref_bias_ulps": -0.02}
+
+
 # ---------------------------------------------------------------------------------------------- tightening
 def test_tighten_only_tightens():
     t = tighten(CLASS, {"max_rel_l2": 0.05, "min_cosine": 0.995, "max_abs_frac": 0.1})

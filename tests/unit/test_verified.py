@@ -73,6 +73,10 @@ def test_rsi_verify_interpreter(tmp_path):
     _promote(tmp_path)
     results = verify_all(root=str(tmp_path), target="h200", backend="interpret", timeout_s=300)
     assert [(r["op"], r["status"]) for r in results] == [("swiglu", "accepted")]
+    # the row carries the worst error statistics seen (swiglu is tolerance class: the rounding bias among them)
+    obs = results[0]["observed"]
+    assert obs["elem_worst_ratio"] <= 1 and abs(obs["bias_ulps"]) <= obs["bias_bound"], obs
+    assert results[0]["observed_special"]
 
 
 @pytest.mark.interpreter
