@@ -63,7 +63,8 @@ class Tolerance:
     unless it lies under 6 standard errors from 0 (``rsi.harness.check.BIAS_*``). A kernel that truncates its last
     rounding is off by under 1 ulp everywhere and by about twice the reference's error in the aggregates (the edge
     of ``factor``): only its mean, about -0.5 ulp, gives it away. Honest fp32 emulations measured at most 0.125 ulp
-    (at 2.6 standard errors, 192 entries).
+    (at 2.6 standard errors, 192 entries). The limit: truncating only a fraction f of the entries costs about
+    -f/2 ulp, so f up to one half passes this test (and, with its error 1.6x the reference's, the aggregates).
     """
 
     atol: float
