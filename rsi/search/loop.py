@@ -61,7 +61,8 @@ def make_proposer(opts: SearchOptions, store: Store, run_id: str, spaces: list) 
     """``spaces``: the templates that can run here (rsi.search.propose.runnable), the space's main one first where
     it can; the LLM proposers start from the first."""
     if opts.proposer == "offline":
-        return offline_proposer(spaces, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed)
+        judged = {e["candidate"]: e["objective"] for e in store.evaluations(run_id)}
+        return offline_proposer(spaces, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed, judged=judged)
     from rsi.search import llm_proposers
 
     return llm_proposers.make(opts, store, run_id, spaces[0])

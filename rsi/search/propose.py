@@ -38,7 +38,10 @@ class OfflineProposer:
 
     name = "offline"
 
-    def __init__(self, space: Space, storage_url: str, study_name: str, seed: int = 0, max_attempts: int = 200):
+    def __init__(self, space: Space, storage_url: str, study_name: str, seed: int = 0, max_attempts: int = 200,
+                 judged: dict[str, float | None] | None = None):
+        """``judged``: candidate hash -> objective of the run's recorded evaluations (the store is the truth: a
+        kill between recording a verdict and telling the study leaves that trial RUNNING though it was judged)."""
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -50,22 +53,32 @@ class OfflineProposer:
             # constant_liar: trials asked while others are still being judged (--workers N) avoid their configs
             sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True, constant_liar=True))
         self._dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.axes.items()}
-        # judged candidates only: a trial left RUNNING by a kill was never judged and must be proposed again
+        # judged candidates only: a trial left RUNNING by a kill was judged only if the store has its verdict
+        judged = judged or {}
         self._seen: dict[str, float | None] = {}
         for t in self.study.trials:
-            if t.state.is_finished() and t.user_attrs.get("candidate"):
-                self._seen[t.user_attrs["candidate"]] = t.value
+            h = t.user_attrs.get("candidate")
+            if h in judged:
+                self._seen[h] = judged[h]
+            elif h and t.state.is_finished():
+                self._seen[h] = t.value
         self._requeue_interrupted()
         if not self.study.trials:
             self.study.enqueue_trial(space.heuristic())
 
     def _requeue_interrupted(self) -> None:
-        """Trials left RUNNING by a killed search: fail them and queue their configs again (nothing lost)."""
+        """Trials left RUNNING by a killed search: those whose candidate the store has a verdict for are completed
+        with its objective; the others are failed and their configs queued again (nothing lost, nothing twice)."""
         import optuna
 
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            h = t.user_attrs.get("candidate")
+            value = self._seen.get(h) if h else None
+            if h in self._seen and value is not None and math.isfinite(value):
+                self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.COMPLETE, [value])
+                continue
             self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            if t.params:
+            if t.params and h not in self._seen:
                 self.study.enqueue_trial(t.params, skip_if_exists=False)
 
     def propose(self) -> Proposal | None:
@@ -158,11 +171,13 @@ def runnable(space: Space, backend: str) -> tuple[list[Space], list[str]]:
     return keep, notes
 
 
-def offline_proposer(spaces: list[Space], storage_url: str, study_name: str, seed: int = 0):
+def offline_proposer(spaces: list[Space], storage_url: str, study_name: str, seed: int = 0,
+                     judged: dict[str, float | None] | None = None):
     """One OfflineProposer for a single template (the study keeps its name, so older runs resume), else their
-    MixedProposer (the first template's study named ``study_name``, the others ``study_name:<template>``)."""
-    proposers = [OfflineProposer(s, storage_url, study_name if i == 0 else f"{study_name}:{s.template}", seed=seed)
-                 for i, s in enumerate(spaces)]
+    MixedProposer (the first template's study named ``study_name``, the others ``study_name:<template>``);
+    ``judged`` as OfflineProposer's."""
+    proposers = [OfflineProposer(s, storage_url, study_name if i == 0 else f"{study_name}:{s.template}", seed=seed,
+                                 judged=judged) for i, s in enumerate(spaces)]
     return proposers[0] if len(proposers) == 1 else MixedProposer(proposers)
 
 

@@ -92,3 +92,31 @@ def test_resume_takes_new_budgets_base_url_and_timeouts_and_says_what_it_kept(tm
     store.close()
     assert (args["proposer_args"]["max_calls"], args["proposer_args"]["base_url"]) == (3, new.url)
     assert args["proposer_args"]["model"] == "first-model" and args["budget_candidates"] == 2
+
+
+@pytest.mark.parametrize("objective", [2.5, None], ids=["accepted", "rejected"])
+def test_kill_between_verdict_and_study_is_not_judged_twice(tmp_path, objective):
+    """The window test_sigkill_then_resume can hit (a CI run did: the resumed run judged the heuristic twice): the
+    verdict is in the store, the kill comes before the study hears of it, so its trial is left RUNNING. The resumed
+    proposer takes the store's verdict for it (completed with its objective, or failed), does not queue it again,
+    and never proposes that candidate."""
+    from rsi.search.propose import OfflineProposer
+    from rsi.spaces import load_space
+
+    space = load_space("swiglu")
+    url = f"sqlite:///{tmp_path}/optuna.db"
+    first = OfflineProposer(space, url, "swiglu:run", seed=0).propose()   # the heuristic, then the kill
+    assert space.heuristic().items() <= dict(first.candidate.config).items()
+    resumed = OfflineProposer(space, url, "swiglu:run", seed=0, judged={first.candidate.hash: objective})
+    (t,) = [t for t in resumed.study.trials if t.user_attrs.get("candidate") == first.candidate.hash]
+    assert t.state.name == ("COMPLETE" if objective is not None else "FAIL") and t.value == objective
+    assert not [t for t in resumed.study.trials if t.state.name in ("RUNNING", "WAITING")]   # nothing re-queued
+    for _ in range(5):
+        p = resumed.propose()
+        assert p.candidate.hash != first.candidate.hash
+        resumed.feedback(p, {"status": "accepted"}, 1.0)
+    # without the store's word (before the fix) the interrupted trial is queued again and proposed first
+    again = OfflineProposer(space, f"sqlite:///{tmp_path}/other.db", "swiglu:run", seed=0)
+    killed = again.propose()
+    assert OfflineProposer(space, f"sqlite:///{tmp_path}/other.db", "swiglu:run", seed=0).propose().candidate.hash \
+        == killed.candidate.hash
