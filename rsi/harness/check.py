@@ -221,7 +221,7 @@ def _scan(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, term: torc
           k: float, c: float) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
     """One chunked pass: aggregate stats of out and of ref against the oracle on the finite entries, the
     per-element bound ``|out - oracle| <= k |ref - oracle| + c ulp_bf16(term)`` (term: |oracle| when None) and the
-    rounding bias of out against ref (``_Bias``)."""
+    rounding bias of out and of ref against the oracle (``_Bias``)."""
     fo, fr, fq = _flat(out), _flat(ref), _flat(oracle)
     ft = _flat(term) if term is not None else None
     cand, own, bias, own_bias = _Scan(), _Scan(), _Bias(), _Bias()
