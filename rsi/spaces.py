@@ -83,8 +83,14 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     "attn_rows_per_warpgroup": lambda c: c["BLOCK_M"] >= 16 * c["num_warps"],
     # live fp32 values a thread: acc [BLOCK_M, 128], q [BLOCK_M, 128] bf16 (half), s and bf16 p [BLOCK_M, BLOCK_N]
     # (1.5); at most 192 of the 255 registers
+    # (1.5); at most 192 of the 255 registers. With WS = 1 Triton 3.6 gives the rows to two consumer warpgroups of
+    # num_warps each (plus a producer warpgroup), so twice the warps share them
     "attn_regs_fit": lambda c: (1.5 * 128 * c["BLOCK_M"] + 1.5 * c["BLOCK_M"] * c["BLOCK_N"])
-    / (32 * c["num_warps"]) <= 192,
+    / (32 * c["num_warps"] * (2 if c.get("WS", 0) else 1)) <= 192,
+    # WS: the Hopper warp specialisation of Triton 3.6 needs the TMA kernel and fires at num_warps 4 only (at 8 the
+    # sm_90 code is the same as WS = 0: tests/unit/test_attention_compile.py); SPLIT is the pointer kernel's axis
+    "attn_ws_tma": lambda c: not c.get("WS", 0) or (c.get("TMA", 0) and c["num_warps"] == 4),
+    "attn_split_pointer": lambda c: not c.get("TMA", 0) or c["SPLIT"] == 1,
     # shared memory: num_stages buffers of a K and a V tile plus the q tile (bf16), at most 200 KB of the H200's
     # 227 KB a block (the rest for the compiler's layout conversions)
     "attn_smem_fit": lambda c: (2 * max(c["num_stages"], 1) * c["BLOCK_N"] + c["BLOCK_M"]) * 128 * 2 <= 200 * 1024,

@@ -100,12 +100,73 @@ def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr, stride_cu, stride_qs, 
         tl.store(o_ptr + o_off, out.to(tl.bfloat16), mask=q_ok[:, None])
 
 
-def launch(q, k, v, cu_seqlens, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, EXP2=1, SPLIT=1):
+@triton.jit
+def _attention_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr, stride_cu, stride_qs, stride_qh, stride_ks, stride_kh,
+                          stride_vs, stride_vh, n_rows, n_heads, qk_scale, HEAD_DIM: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EXP2: tl.constexpr, WS: tl.constexpr,
+                          STAGES: tl.constexpr):
+    pid_m = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    doc = tl.program_id(2)
+    start = tl.load(cu_ptr + doc * stride_cu)
+    end = tl.load(cu_ptr + (doc + 1) * stride_cu)
+    n_doc = end - start
+    m0 = pid_m * BLOCK_M
+    if m0 < n_doc:
+        rows0 = start.to(tl.int64)
+        qd = tl.make_tensor_descriptor(q_ptr + h * stride_qh + rows0 * stride_qs, shape=[n_doc, HEAD_DIM],
+                                       strides=[stride_qs, 1], block_shape=[BLOCK_M, HEAD_DIM])
+        kd = tl.make_tensor_descriptor(k_ptr + h * stride_kh + rows0 * stride_ks, shape=[n_doc, HEAD_DIM],
+                                       strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        vd = tl.make_tensor_descriptor(v_ptr + h * stride_vh + rows0 * stride_vs, shape=[n_doc, HEAD_DIM],
+                                       strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        q = tl.load_tensor_descriptor(qd, [m0, 0])
+        m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+        l_i = tl.zeros((BLOCK_M,), tl.float32)
+        acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+        for n0 in tl.range(0, n_doc, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
+            k = tl.load_tensor_descriptor(kd, [n0, 0])
+            s = tl.dot(q, k.T) * qk_scale
+            s = tl.where((n0 + tl.arange(0, BLOCK_N) < n_doc)[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            if EXP2:
+                alpha = tl.math.exp2(m_i - m_new)
+                p = tl.math.exp2(s - m_new[:, None])
+            else:
+                alpha = tl.exp(m_i - m_new)
+                p = tl.exp(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = tl.load_tensor_descriptor(vd, [n0, 0])
+            acc = tl.dot(p.to(tl.bfloat16), v, acc)
+            m_i = m_new
+        offs_m = tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
+        q_rows = (start + m0 + offs_m).to(tl.int64)
+        out = acc / l_i[:, None]
+        o_off = q_rows[:, None] * (n_heads * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+        tl.store(o_ptr + o_off, out.to(tl.bfloat16), mask=((m0 + offs_m) < n_doc)[:, None])
+
+
+def launch(q, k, v, cu_seqlens, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, EXP2=1, SPLIT=1, TMA=0, WS=0,
+           ALIGN=8):
     n_rows, n_heads, head_dim = q.shape
     out = K.empty((n_rows, n_heads, head_dim), dtype=q.dtype, device=q.device)
     n_docs = cu_seqlens.shape[0] - 1
     qk_scale = SM_SCALE * LOG2E if EXP2 else SM_SCALE
     grid = (triton.cdiv(n_rows, BLOCK_M), n_heads, n_docs)
+    # TMA reads q, k, v where each has a unit element stride and row stride, head stride and storage offset in
+    # multiples of ALIGN elements (16 bytes); other layouts take the pointer kernel with the same tiles
+    tma = TMA and q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1
+    tma = tma and q.stride(0) % ALIGN == 0 and q.stride(1) % ALIGN == 0 and q.storage_offset() % ALIGN == 0
+    tma = tma and k.stride(0) % ALIGN == 0 and k.stride(1) % ALIGN == 0 and k.storage_offset() % ALIGN == 0
+    tma = tma and v.stride(0) % ALIGN == 0 and v.stride(1) % ALIGN == 0 and v.storage_offset() % ALIGN == 0
+    if tma:
+        _attention_tma_kernel[grid](q, k, v, out, cu_seqlens, cu_seqlens.stride(0), q.stride(0), q.stride(1),
+                                    k.stride(0), k.stride(1), v.stride(0), v.stride(1), n_rows, n_heads, qk_scale,
+                                    HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, EXP2=EXP2, WS=WS,
+                                    STAGES=num_stages, num_warps=num_warps, num_stages=num_stages)
+        return out
     _attention_kernel[grid](q, k, v, out, cu_seqlens, cu_seqlens.stride(0), q.stride(0), q.stride(1), q.stride(2),
                             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), n_heads,
                             qk_scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, EXP2=EXP2, SPLIT=SPLIT,

@@ -22,7 +22,10 @@ OP = "attention"
 SMALL = [
     {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "EXP2": 1, "SPLIT": 1},
     {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 0, "SPLIT": 0},
+    # the TMA kernel (layouts 0 and 1; layout 2's odd offsets take the pointer kernel), warp-specialised
+    {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 1, "SPLIT": 1, "TMA": 1, "WS": 1},
 ]
+TMA = SMALL[2]
 
 
 def _independent(q, k, v, cu):
@@ -84,7 +87,8 @@ def test_runtime_sdpa_documents_is_inside_the_class():
     assert ok, (why, stats)
 
 
-@pytest.mark.parametrize("config", SMALL, ids=lambda c: f"m{c['BLOCK_M']}n{c['BLOCK_N']}e{c['EXP2']}s{c['SPLIT']}")
+@pytest.mark.parametrize("config", SMALL,
+                         ids=lambda c: f"m{c['BLOCK_M']}n{c['BLOCK_N']}e{c['EXP2']}s{c['SPLIT']}t{c.get('TMA', 0)}")
 def test_template_every_layout_and_special_case(config):
     """Two documents + an odd pad document at tile sizes that straddle the document boundary, every layout, every
     special case; the other interpreter shapes (one document, three documents) at the plain seed."""
@@ -122,14 +126,22 @@ def test_heuristic_with_empty_documents():
     ("for n0 in range(start, full_end, BLOCK_N):", "for n0 in range(0, full_end, BLOCK_N):", [SMALL[0]]),
     ("for n0 in range(start, end, BLOCK_N):", "for n0 in range(0, end, BLOCK_N):", [SMALL[1]]),
     # the masked tail reads 16 rows (one key block of SMALL) into the next document
-    ("kv_ok = (n0 + offs_n) < end", "kv_ok = (n0 + offs_n) < end + 16", SMALL),
+    ("kv_ok = (n0 + offs_n) < end", "kv_ok = (n0 + offs_n) < end + 16", SMALL[:2]),
     # no rescale of the accumulator when the running max grows
-    ("    acc = acc * alpha[:, None]\n", "", SMALL),
+    ("acc = acc * alpha[:, None]", "acc = acc + 0.0", SMALL),
     # log2(e) not folded into the scale on the exp2 path
     ("qk_scale = SM_SCALE * LOG2E if EXP2 else SM_SCALE", "qk_scale = SM_SCALE", [SMALL[0]]),
     # fp8 (e4m3) probabilities in the PV product
     ("acc = tl.dot(p.to(tl.bfloat16), v, acc)", "acc = tl.dot(p.to(tl.float8e4nv).to(tl.bfloat16), v, acc)", SMALL),
-], ids=["pad_sees_used_split", "pad_sees_used", "tail_mask_leaks", "no_rescale", "exp2_without_log2e", "fp8_p"])
+    # TMA kernel: the keys past the document's end (zero rows from the descriptor) not masked
+    ("s = tl.where((n0 + tl.arange(0, BLOCK_N) < n_doc)[None, :], s, float(\"-inf\"))", "pass", [TMA]),
+    # TMA kernel: the mask lets 16 zero key rows past the document's end into the softmax
+    ("< n_doc)[None, :], s, float(\"-inf\"))", "< n_doc + 16)[None, :], s, float(\"-inf\"))", [TMA]),
+    # TMA kernel: q's descriptor starts at row 0, not at the document's first row
+    ("qd = tl.make_tensor_descriptor(q_ptr + h * stride_qh + rows0 * stride_qs,",
+     "qd = tl.make_tensor_descriptor(q_ptr + h * stride_qh,", [TMA]),
+], ids=["pad_sees_used_split", "pad_sees_used", "tail_mask_leaks", "no_rescale", "exp2_without_log2e", "fp8_p",
+        "tma_tail_unmasked", "tma_tail_mask_leaks", "tma_q_from_row_0"])
 def test_broken_variants_fail(old, new, configs):
     src = template_source(OP)
     assert old in src
