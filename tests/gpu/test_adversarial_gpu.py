@@ -19,7 +19,6 @@ import pytest
 
 from rsi.contract import Candidate
 from rsi.harness.judge import Judge, JudgeOptions
-from rsi.refs import get_op_group
 from tests.adversarial import cheats
 from tests.adversarial.verdicts import expect_rejected
 
