@@ -67,6 +67,10 @@ def test_attention_compiles_for_sm90():
         assert r["cubin"] > 0 and r["wgmma"] > 0 and r["ex2"], r     # EXP2 = 1 or tl.exp: both lower to ex2
         assert r["shared"] <= 227 * 1024, r
     assert heuristic["config"]["BLOCK_M"] == 128 and heuristic["config"]["num_stages"] == 3
+    for r in (heuristic, small):   # the pointer kernel's shared memory does not grow with num_stages (spaces.py)
+        c = r["config"]
+        if not c.get("TMA", 0):
+            assert r["shared"] <= (c["BLOCK_M"] + 2 * c["BLOCK_N"]) * 128 * 2, r
 
 
 _COMPILE_TMA = r"""
@@ -103,8 +107,8 @@ print(json.dumps(out))
 
 def test_attention_tma_kernel_warp_specialises_at_4_warps():
     """The TMA kernel (TMA = 1) loads K and V with TMA and runs wgmma; with WS = 1 at num_warps 4 Triton 3.6 splits it
-    into a producer and two consumer warpgroups (384 threads, setmaxnreg); at num_warps 8 WS changes nothing (the
-    search space's attn_ws_tma predicate keeps WS = 1 at 4 warps only)."""
+    into a producer and two consumer warpgroups (384 threads, setmaxnreg); at num_warps 8 WS changes nothing. (WS is
+    not a search axis: its outputs were wrong on the H200, run 56; this pins what Triton makes of it.)"""
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     p = subprocess.run([sys.executable, "-c", _COMPILE_TMA, str(root / "rsi" / "templates" / "attention.py")],
