@@ -200,10 +200,12 @@ class _Bias:
         return mean, (abs(mean) / se if se > 0 else (0.0 if mean == 0 else math.inf))
 
 
+BIAS_KEYS = ("bias_ulps", "bias_sigmas", "bias_n", "ref_bias_ulps", "bias_bound")   # what _bias_stats records
+
+
 def _bias_stats(cand: _Bias, own: _Bias) -> dict[str, float]:
     (mean, sig), (ref_mean, _) = cand.mean_sigmas(), own.mean_sigmas()
-    return {"bias_ulps": mean, "bias_sigmas": sig, "bias_n": float(cand.n), "ref_bias_ulps": ref_mean,
-            "bias_bound": max(BIAS_ULPS, BIAS_FACTOR * abs(ref_mean))}
+    return dict(zip(BIAS_KEYS, (mean, sig, float(cand.n), ref_mean, max(BIAS_ULPS, BIAS_FACTOR * abs(ref_mean)))))
 
 
 def _biased(b: dict[str, float]) -> str:
@@ -360,7 +362,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor | None,
                      elem_over=float(elem["over"]), elem_worst_ratio=elem["worst_ratio"],
                      elem_factor=tol.elem_factor, elem_ulps=tol.elem_ulps,
                      elem_term_scale=0.0 if term_scale is None else 1.0,
-                     **{k: elem[k] for k in ("bias_ulps", "bias_sigmas", "bias_n", "ref_bias_ulps", "bias_bound")})
+                     **{k: elem[k] for k in BIAS_KEYS})
         if not cand["max_abs"] <= max_abs_bound:
             return False, stats, f"max-abs error {cand['max_abs']:.3g} > bound {max_abs_bound:.3g}"
         if not cand["rel_l2"] <= rel_bound:
