@@ -44,6 +44,22 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def _online_softmax(s, m_i, l_i, acc, EXP2: tl.constexpr):
+    """One key block of the online softmax on the scaled scores s: (bf16 p for the PV product, the accumulator
+    rescaled by alpha, the new row sums, the new running max)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if EXP2:
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+    else:
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    return p.to(tl.bfloat16), acc, l_i, m_new
+
+
+@triton.jit
 def _key_block(acc, l_i, m_i, q, k_ptr, v_ptr, n0, end, stride_ks, stride_vs, offs_n, k_d, v_d, qk_scale,
                MASK: tl.constexpr, EXP2: tl.constexpr):
     rows = (n0 + offs_n).to(tl.int64)
@@ -57,16 +73,8 @@ def _key_block(acc, l_i, m_i, q, k_ptr, v_ptr, n0, end, stride_ks, stride_vs, of
     s = tl.dot(q, tl.trans(k)) * qk_scale
     if MASK:
         s = tl.where(kv_ok[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    if EXP2:
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-    else:
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(tl.bfloat16), v, acc)
+    p, acc, l_i, m_new = _online_softmax(s, m_i, l_i, acc, EXP2)
+    acc = tl.dot(p, v, acc)
     return acc, l_i, m_new
 
 
@@ -141,18 +149,9 @@ def _attention_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr, stride_cu, stride_
             k = tl.load_tensor_descriptor(kd, [n0, 0])
             s = tl.dot(q, k.T) * qk_scale
             s = tl.where((n0 + tl.arange(0, BLOCK_N) < n_doc)[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            if EXP2:
-                alpha = tl.math.exp2(m_i - m_new)
-                p = tl.math.exp2(s - m_new[:, None])
-            else:
-                alpha = tl.exp(m_i - m_new)
-                p = tl.exp(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+            p, acc, l_i, m_i = _online_softmax(s, m_i, l_i, acc, EXP2)
             v = tl.load_tensor_descriptor(vd, [n0, 0])
-            acc = tl.dot(p.to(tl.bfloat16), v, acc)
-            m_i = m_new
+            acc = tl.dot(p, v, acc)
         offs_m = tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
         q_rows = (start + m0 + offs_m).to(tl.int64)
