@@ -30,7 +30,8 @@ flushing every |out| < 2^-10 to zero passes (an error under 2^-9 t, which a bf16
 the rel-L2 aggregate (tests/unit/test_check_elementwise.py). The oracle is the same formula in fp64, no rounding.
 
 Shapes: H3 stage 1 (10,304 rows, 56 heads, 2 documents: 10,250 used + 54 pad), H3 full (38,272 rows, 56 heads, 2
-documents: 38,248 + 24) and the LTX-2 refiner's video self-attention (16,128 rows, 32 heads, 1 document). The
+documents: 38,248 + 24), H3 full per Ulysses rank on four GPUs (the same rows, 14 heads: what each rank attends
+after the all-to-all) and the LTX-2 refiner's video self-attention (16,128 rows, 32 heads, 1 document). The
 Shape fixes ``{rows, heads, docs}`` (docs = n_docs, the dispatch key; ``dims_of`` reads it from cu_seqlens' length,
 so it works on meta tensors); the document lengths are drawn from the seed: with docs >= 2 the last document is the
 pad, 0..63 rows (0: an empty document), and the used rows are cut into docs - 1 documents at seeded points. A kernel
@@ -263,6 +264,7 @@ OP_GROUP = OpGroup(
     shapes=(
         _shape("h3_stage1", 10304, H3_HEADS, 2),   # 672x384 stage-1 draft: 10,250 used rows + pad document
         _shape("h3_full", 38272, H3_HEADS, 2),     # 1344x768, one GPU: 38,248 used rows + pad document
+        _shape("h3_per_rank", 38272, H3_HEADS // 4, 2),   # 1344x768 on four Ulysses ranks: all rows, 14 heads
         _shape("ltx_video", 16128, LTX_HEADS, 1),  # LTX-2 refiner video self-attention, one document
     ),
     odd_shapes=(_shape("one_row", 1, H3_HEADS, 1), _shape("three_docs", 1001, H3_HEADS, 3),
@@ -289,5 +291,5 @@ OP_GROUP = OpGroup(
     schema=SCHEMA,
     baselines=BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
-    heavy_shapes=("h3_full",),   # seeds and refill only there; specials and layouts at the other shapes
+    heavy_shapes=("h3_full", "h3_per_rank"),   # seeds and refill only there; specials and layouts at the others
 )

@@ -17,12 +17,13 @@ def _plan(op_name: str):
 
 def test_heavy_shapes_get_seeds_and_refill_only():
     op = get_op_group("attention")
-    assert op.heavy_shapes == ("h3_full",)
+    assert op.heavy_shapes == ("h3_full", "h3_per_rank")
     plan = _plan("attention")
     by = {}
     for shape, layout, seed, special, refill in plan:
         by.setdefault(shape.name, []).append((layout, special.name if special else None, refill))
-    assert by["h3_full"] == [(0, None, False)] * 3 + [(0, None, True)]
+    for name in op.heavy_shapes:
+        assert by[name] == [(0, None, False)] * 3 + [(0, None, True)]
     specials = {sc.name for sc in op.special_cases}
     for name in ("h3_stage1", "ltx_video"):
         assert {s for _, s, _ in by[name] if s} == specials
