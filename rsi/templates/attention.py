@@ -29,9 +29,9 @@ the full key blocks run without masks and only the last, partial block masks; 0:
 WS = 1 (TMA kernel only) asks Triton 3.6 to warp-specialise the key loop (``tl.range(..., warp_specialize=True)``):
 at num_warps 4 it compiles to a producer and two consumer warpgroups (tests/unit/test_attention_compile.py). It is
 not a search axis: on the H200 (run 56, reports/h200/probe56.py) its outputs were wrong at h3_full and ltx_video
-(rel-L2 1.5e-2 and 6.3e-2 against cuDNN; NaN at 128 x 64 with 3 stages) though right at h3_stage1 and under the
-interpreter, and it was no faster than the pointer kernel (0.88-0.91x cuDNN); run 58's variants (no program-level
-branch; descriptors over all rows) were wrong with it at every bucket and right without it. Kept for re-measuring on
+(rel-L2 1.5e-2 and 6.3e-2 against cuDNN; NaN at 128 x 64 with 3 stages) though right at h3_stage1 (the interpreter
+ignores warp_specialize), and still below cuDNN where right (0.83-0.91x); run 58's variants (no program-level branch;
+descriptors over all rows) were wrong with it at every bucket and right without it. Kept for re-measuring on
 a later Triton; the judge would reject it as it stands.
 """
 
@@ -168,9 +168,11 @@ def launch(q, k, v, cu_seqlens, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages
     n_docs = cu_seqlens.shape[0] - 1
     qk_scale = SM_SCALE * LOG2E if EXP2 else SM_SCALE
     grid = (triton.cdiv(n_rows, BLOCK_M), n_heads, n_docs)
-    # TMA reads q, k, v where each has a unit element stride and row stride, head stride and storage offset in
-    # multiples of ALIGN elements (16 bytes); other layouts take the pointer kernel with the same tiles
+    # TMA reads q, k, v where each has a unit element stride, a positive row stride, and row stride, head stride and
+    # storage offset in multiples of ALIGN elements (16 bytes of bf16; the storage itself is 16-byte aligned, as every
+    # torch allocation is: a candidate may not read a pointer); other layouts take the pointer kernel, same tiles
     tma = TMA and q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1
+    tma = tma and q.stride(0) > 0 and k.stride(0) > 0 and v.stride(0) > 0
     tma = tma and q.stride(0) % ALIGN == 0 and q.stride(1) % ALIGN == 0 and q.storage_offset() % ALIGN == 0
     tma = tma and k.stride(0) % ALIGN == 0 and k.stride(1) % ALIGN == 0 and k.storage_offset() % ALIGN == 0
     tma = tma and v.stride(0) % ALIGN == 0 and v.stride(1) % ALIGN == 0 and v.storage_offset() % ALIGN == 0

@@ -22,8 +22,8 @@ OP = "attention"
 SMALL = [
     {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "EXP2": 1, "SPLIT": 1},
     {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 0, "SPLIT": 0},
-    # the TMA kernel (layouts 0 and 1; layout 2's odd offsets take the pointer kernel), warp-specialised
-    {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 1, "SPLIT": 1, "TMA": 1, "WS": 1},
+    # the TMA kernel (layouts 0 and 1; layout 2's odd offsets take the pointer kernel)
+    {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2, "EXP2": 1, "SPLIT": 1, "TMA": 1},
 ]
 TMA = SMALL[2]
 
@@ -116,7 +116,7 @@ def test_heuristic_with_empty_documents():
     mod = module(OP)
     for bounds in ([0, 150, 150], [0, 0, 37, 37, 150]):
         inputs = (q, k, v, torch.tensor(bounds, dtype=torch.int32))
-        for config in (load_space(OP).heuristic(), SMALL[0]):
+        for config in (load_space(OP).heuristic(), SMALL[0], TMA):
             ok, _, why = _judge(mod.launch(*inputs, **config), inputs)
             assert ok, (bounds, why)
 
