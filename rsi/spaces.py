@@ -43,6 +43,11 @@ def _row_elems_per_thread(c: Config) -> float:
     return live * (c["BLOCK_H"] + c.get("BLOCK_T", 0)) * c.get("ROWS", 1) / (c["num_warps"] * 32)
 
 
+def _attn_smem_bytes(c: Config) -> int:
+    """An attention tile's shared memory: num_stages K and V tiles plus the q tile, [rows, 128] bf16."""
+    return (2 * max(c["num_stages"], 1) * c["BLOCK_N"] + c["BLOCK_M"]) * 128 * 2
+
+
 PREDICATES: dict[str, Callable[[Config], bool]] = {
     # three fp32 values live per element (gate, up, product): keep it under ~96 registers a thread
     "regs_per_thread_fit": lambda c: _elems_per_thread(c) <= 32,
@@ -89,13 +94,12 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # pipeline's barriers, within the 227 KB a block may have. Compiled with the launch's divisibility-by-16
     # specialisation (tests/unit/test_attention_compile.py): 229,376 bytes for the pointer kernel and 229,432 for the
     # TMA kernel at 128 x 128 x 3 stages, the config run 24 measured fastest (attn_smem_fit's 200 KB excludes it)
-    "attn_smem_fit_sm90": lambda c: (2 * max(c["num_stages"], 1) * c["BLOCK_N"] + c["BLOCK_M"]) * 128 * 2 + 1024
-    <= 227 * 1024,
+    "attn_smem_fit_sm90": lambda c: _attn_smem_bytes(c) + 1024 <= 227 * 1024,
     # SPLIT is the pointer kernel's axis: the TMA kernel (TMA = 1) masks every key block
     "attn_split_pointer": lambda c: not c.get("TMA", 0) or c["SPLIT"] == 1,
     # shared memory: num_stages buffers of a K and a V tile plus the q tile (bf16), at most 200 KB of the H200's
     # 227 KB a block (the rest for the compiler's layout conversions)
-    "attn_smem_fit": lambda c: (2 * max(c["num_stages"], 1) * c["BLOCK_N"] + c["BLOCK_M"]) * 128 * 2 <= 200 * 1024,
+    "attn_smem_fit": lambda c: _attn_smem_bytes(c) <= 200 * 1024,
     # ---- head-row copy tiles (qkv_pack, head_merge): [BLOCK_P, 128] bf16 tiles
     "copy_tile_fills_warps": lambda c: c["BLOCK_P"] * 128 >= 8 * 32 * c["num_warps"],
     "copy_tile_regs_fit": lambda c: c["BLOCK_P"] * 128 <= 64 * 32 * c["num_warps"],
