@@ -24,8 +24,11 @@ Modes (``AttentionConfig.mode``):
   128-row blocks its verified kernel runs where locked, else FlexAttention with a block mask built from the
   selection (CUDA), else the reference. The density of every sparse call is recorded.
 
-Cross-attention (text, audio<->video) is always dense SDPA. Attention outside the denoising loops (H3's text token
-refiner) is always dense. Time: CUDA events around every call (summed per stage once the request is done) or the
+Cross-attention is always dense and goes through the ``attention`` op with one document on each side
+(``Attention.cross``): the refiner's video text cross-attention (its video rows against the prompt's 1,024 cached K/V
+rows) is the op's ``ltx_text`` bucket; the audio text and audio<->video cross-attention have head dim 64, which
+matches no bucket (head_dim is one of the op's dims), so they run the fallback (FA4, else SDPA). Attention outside the denoising loops (H3's text
+token refiner) is always dense. Time: CUDA events around every call (summed per stage once the request is done) or the
 host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the sparse densities.
 """
 
@@ -71,14 +74,21 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v)
 
 
-def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
-    """The ``attention`` op group's semantics through SDPA: q, k, v [S, H, D] (any strides), cu_seqlens int32
-    [n_docs + 1] -> contiguous [S, H, D]; one SDPA call per non-empty document, no cross-talk."""
+def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
+                   cu_seqlens_k: torch.Tensor | None = None) -> torch.Tensor:
+    """The ``attention`` op group's semantics through SDPA: q [S, H, D], k, v [S_k, H, D] (any strides), cu_seqlens
+    (the query documents) and cu_seqlens_k (the key documents; default: cu_seqlens) int32 [n_docs + 1] -> contiguous
+    [S, H, D]; one SDPA call per non-empty document, no cross-talk; a query document without keys gets zeros."""
     S, H, D = q.shape
     out = q.new_empty(S, H, D)
-    for a, b in itertools.pairwise(int(x) for x in cu_seqlens.tolist()):
-        if b > a:
-            out[a:b] = attend(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))[0].transpose(0, 1)
+    bq = [int(x) for x in cu_seqlens.tolist()]
+    bk = bq if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
+    for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
+        if b > a and kb <= ka:
+            out[a:b] = 0
+        elif b > a:
+            out[a:b] = attend(q[a:b].transpose(0, 1).unsqueeze(0),
+                              *(t[ka:kb].transpose(0, 1).unsqueeze(0) for t in (k, v)))[0].transpose(0, 1)
     return out
 
 
@@ -213,13 +223,23 @@ class Attention:
             self._record_density(mask, cu, tau)
         else:
             with self._timed("dense"):
-                o = self._dispatch("attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu)
+                o = self._dense(q, k, v, cu, cu)
         return o.reshape(q.shape[0], -1)
 
     def cross(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Dense SDPA, [B, H, Sq, D] x [B, H, Sk, D] -> [B, H, Sq, D]."""
+        """Dense cross-attention of one sequence, q [S, H, D] x k, v [S_k, H, D] (any strides) -> [S, H * D]: the
+        ``attention`` op with one document on each side (the refiner's text cross-attention: its verified kernel
+        where the lock has one for these dims, e.g. the ``ltx_text`` bucket, else FA4 / SDPA as for
+        self-attention)."""
         with self._timed("dense"):
-            return attend(q, k, v)
+            cu_q = torch.tensor([0, q.shape[0]], dtype=torch.int32, device=q.device)
+            cu_k = torch.tensor([0, k.shape[0]], dtype=torch.int32, device=q.device)
+            return self._dense(q, k, v, cu_q, cu_k).reshape(q.shape[0], -1)
+
+    def _dense(self, q, k, v, cu_q, cu_k) -> torch.Tensor:
+        """The ``attention`` op: its verified kernel where one serves these dims (head dim 128 only: the op's dims
+        carry it), else FA4, else SDPA per document."""
+        return self._dispatch("attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu_q, cu_k)
 
     def _dispatch(self, op: str, fallback, *args):
         if self.kernels is None:
@@ -277,11 +297,11 @@ def fa4_available(q: torch.Tensor) -> bool:
             and _fa4_here(q.device.index if q.device.index is not None else torch.cuda.current_device()))
 
 
-def fa4_documents(q, k, v, cu):
+def fa4_documents(q, k, v, cu, cu_k=None):
     """Dense attention per document through FlashAttention-4's varlen kernel (rsi.refs.attention_baselines.fa4)."""
     from rsi.refs.attention_baselines import fa4_varlen
 
-    return fa4_varlen(q, k, v, cu)
+    return fa4_varlen(q, k, v, cu, cu_k)
 
 
 def fp8_fallback(q: torch.Tensor):

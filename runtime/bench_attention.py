@@ -65,7 +65,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     impls = {"sdpa_cudnn": library("sdpa_cudnn"), "sdpa_cudnn_aa": library("sdpa_cudnn"),
              "sdpa_flash": library("sdpa_flash"), "fa4": library("fa4"),
              "attention": lambda q, k, v, cu: kernels.call_or(
-                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu),
+                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu, cu),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
              "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback(q), q, k, v, cu)}
     lossy = {"cudnn_fp8", "attention_fp8"}
@@ -100,7 +100,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
             if name in lossy:
                 row["error_vs_fp8_reference"] = error(out, fp8_ref)
             if name in ("attention", "attention_fp8"):
-                row["kernel"] = kernels.chosen(name, *sets[0])
+                row["kernel"] = kernels.chosen(name, *sets[0], *sets[0][3:])
             if name == "cudnn_fp8" and dev.type == "cuda":
                 from runtime import attention_fp8_cudnn
 

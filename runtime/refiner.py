@@ -277,8 +277,7 @@ class Refiner:
             finally:
                 at.sp = None
         else:
-            o = self.k.attention.cross(*(t.unflatten(-1, (H, -1)).transpose(0, 1)[None] for t in (q, k, v)))
-            o = o[0].transpose(0, 1).flatten(1)                                                # [S, H * d]
+            o = self.k.attention.cross(*(t.unflatten(-1, (H, -1)) for t in (q, k, v)))            # [S, H * d]
         return attn.to_out[0](o.to(q.dtype))
 
     def _block(self, blk, x, a, h, ha, md, nxt, st: RefinerState, text_kv):

@@ -1,19 +1,22 @@
 """The incumbents of varlen document attention: the SDPA backends one at a time and FlexAttention.
 
-Every function here takes what the attention op groups' references take, ``(q, k, v, cu_seqlens)`` with q, k, v
-[S, H, D] bf16 (any strides) and cu_seqlens int32 [n_docs + 1], through a ``prepare`` step that runs outside the
-timed call (rsi.contract.Baseline), and returns a contiguous [S, H, D] bf16 output.
+Every function here takes what the attention op groups' references take, ``(q, k, v, cu_seqlens_q, cu_seqlens_k)``
+(``attention``: q [S, H, D], k, v [S_k, H, D]) or ``(q, k, v, cu_seqlens)`` (the self-attention groups: the key
+documents are the query documents) with bf16 tensors (any strides) and int32 [n_docs + 1] bounds, through a
+``prepare`` step that runs outside the timed call (rsi.contract.Baseline), and returns a contiguous [S, H, D] bf16
+output.
 
 * ``sdpa_cudnn``, ``sdpa_flash``, ``sdpa_efficient``: runtime/layers.py ``sdpa_documents`` with one SDPA backend
-  (``torch.nn.attention.sdpa_kernel``): per document ``[a, b)`` q, k, v -> [1, H, n, D] views and
-  ``F.scaled_dot_product_attention`` (non-causal, scale 1/sqrt(D)), written into rows [a, b) of the output. prepare
-  turns cu_seqlens into the host list of bounds the runtime already holds. A backend that does not support the
+  (``torch.nn.attention.sdpa_kernel``): per document, query rows ``[a, b)`` and key rows ``[ka, kb)`` -> [1, H, n, D]
+  views and ``F.scaled_dot_product_attention`` (non-causal, scale 1/sqrt(D)), written into rows [a, b) of the
+  output; a query document facing no keys gets zeros (the op's convention; SDPA is not called on it). prepare turns
+  the cu_seqlens into the host lists of bounds the runtime already holds. A backend that does not support the
   inputs raises (no fallback inside one baseline); on the CPU, cuDNN and memory-efficient raise and flash runs
   PyTorch's CPU flash kernel.
 * ``flex``: ``torch.compile(flex_attention)`` (one compiled function for the process; it compiles once per shape
   and stride pattern, and a new block mask of the same shape does not recompile) on [1, H, S, D] views with a
-  document block mask (``doc[q] == doc[k]``) built by prepare with ``create_block_mask`` (eager: it materializes
-  an S x S boolean mask once per input set, outside the timed call); the [1, H, S, D] result is copied into the
+  document block mask (``doc_q[q] == doc_k[k]``) built by prepare with ``create_block_mask`` (eager: it materializes
+  an S x S_k boolean mask once per input set, outside the timed call); the [1, H, S, D] result is copied into the
   contiguous [S, H, D] output inside the timed call. Past dynamo's recompile limit (8 shape and stride patterns)
   the call raises rather than fall back to eager flex_attention.
 
@@ -55,16 +58,25 @@ def _bounds(q, k, v, cu_seqlens) -> tuple:
     return q, k, v, [int(b) for b in cu_seqlens.tolist()]
 
 
+def _both_bounds(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
+    """(q, k, v, query bounds, key bounds) as host lists; one cu_seqlens serves both (self-attention groups)."""
+    bq = [int(b) for b in cu_seqlens_q.tolist()]
+    return q, k, v, bq, bq if cu_seqlens_k is None else [int(b) for b in cu_seqlens_k.tolist()]
+
+
 def _sdpa(backend_name: str):
-    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int]) -> torch.Tensor:
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: list[int], bk: list[int]) -> torch.Tensor:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         S, H, D = q.shape
         out = torch.empty((S, H, D), dtype=q.dtype, device=q.device)
         with sdpa_kernel(getattr(SDPBackend, backend_name)):
-            for a, b in itertools.pairwise(bounds):
-                if b > a:
-                    o = F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
+            for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
+                if b > a and kb <= ka:
+                    out[a:b] = 0                                                        # no keys: zeros
+                elif b > a:
+                    o = F.scaled_dot_product_attention(q[a:b].transpose(0, 1).unsqueeze(0),
+                                                       *(t[ka:kb].transpose(0, 1).unsqueeze(0) for t in (k, v)))
                     out[a:b] = o[0].transpose(0, 1)                                   # [n, H, D]
         return out
 
@@ -79,18 +91,23 @@ def _flex_compiled():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def _flex_prepare(q, k, v, cu_seqlens) -> tuple:
-    """q, k, v as [1, H, S, D] views and the document block mask of cu_seqlens."""
+def _documents(cu_seqlens: torch.Tensor, device) -> torch.Tensor:
+    """int64 [rows]: the document of every row."""
+    bounds = cu_seqlens.to(device=device, dtype=torch.int64)
+    return torch.repeat_interleave(torch.arange(bounds.numel() - 1, device=device), bounds.diff())
+
+
+def _flex_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
+    """q, k, v as [1, H, S, D] views and the document block mask of the two cu_seqlens."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    S = q.shape[0]
-    bounds = cu_seqlens.to(device=q.device, dtype=torch.int64)
-    doc = torch.repeat_interleave(torch.arange(bounds.numel() - 1, device=q.device), bounds.diff())   # [S]
+    doc_q = _documents(cu_seqlens_q, q.device)
+    doc_k = doc_q if cu_seqlens_k is None else _documents(cu_seqlens_k, q.device)
 
     def same_document(b, h, q_idx, kv_idx):
-        return doc[q_idx] == doc[kv_idx]
+        return doc_q[q_idx] == doc_k[kv_idx]
 
-    mask = create_block_mask(same_document, None, None, S, S, device=q.device)
+    mask = create_block_mask(same_document, None, None, q.shape[0], k.shape[0], device=q.device)
     return (*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), mask)
 
 
@@ -102,25 +119,29 @@ def _flex(q4: torch.Tensor, k4: torch.Tensor, v4: torch.Tensor, mask) -> torch.T
     return o[0].transpose(0, 1).contiguous()
 
 
-def _fa4_prepare(q, k, v, cu_seqlens) -> tuple:
-    bounds = cu_seqlens.to(device=q.device, dtype=torch.int32)
-    longest = int(bounds.diff().max()) if bounds.numel() > 1 else 0
-    return q, k, v, bounds, longest
+def _fa4_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
+    def longest(b: torch.Tensor) -> int:
+        return int(b.diff().max()) if b.numel() > 1 else 0
+
+    bq = cu_seqlens_q.to(device=q.device, dtype=torch.int32)
+    bk = bq if cu_seqlens_k is None else cu_seqlens_k.to(device=q.device, dtype=torch.int32)
+    return q, k, v, bq, bk, longest(bq), longest(bk)
 
 
-def _fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: torch.Tensor, longest: int) -> torch.Tensor:
+def _fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: torch.Tensor, bk: torch.Tensor, longest_q: int,
+         longest_k: int) -> torch.Tensor:
     from flash_attn.cute import flash_attn_varlen_func
 
-    r = flash_attn_varlen_func(q, k, v, cu_seqlens_q=bounds, cu_seqlens_k=bounds, max_seqlen_q=longest,
-                               max_seqlen_k=longest, causal=False)
+    r = flash_attn_varlen_func(q, k, v, cu_seqlens_q=bq, cu_seqlens_k=bk, max_seqlen_q=longest_q,
+                               max_seqlen_k=longest_k, causal=False)
     out = r[0] if isinstance(r, tuple) else r
     return out.contiguous()
 
 
-def fa4_varlen(q, k, v, cu_seqlens) -> torch.Tensor:
+def fa4_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> torch.Tensor:
     """``fa4`` in one call on q's device (the runtime's dense path where flash-attn-4 is installed)."""
     with torch.cuda.device(q.device):
-        return _fa4(*_fa4_prepare(q, k, v, cu_seqlens))
+        return _fa4(*_fa4_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k))
 
 
 def flex_block_sparse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor,
@@ -173,9 +194,9 @@ def cudnn_fp8(q, k, v, bounds: list[int]) -> torch.Tensor:
 SOL_BASELINES = (Baseline("sol_flex", sol_flex),)
 
 BASELINES = (
-    Baseline("sdpa_cudnn", _sdpa("CUDNN_ATTENTION"), _bounds),
-    Baseline("sdpa_flash", _sdpa("FLASH_ATTENTION"), _bounds),
-    Baseline("sdpa_efficient", _sdpa("EFFICIENT_ATTENTION"), _bounds),
+    Baseline("sdpa_cudnn", _sdpa("CUDNN_ATTENTION"), _both_bounds),
+    Baseline("sdpa_flash", _sdpa("FLASH_ATTENTION"), _both_bounds),
+    Baseline("sdpa_efficient", _sdpa("EFFICIENT_ATTENTION"), _both_bounds),
     Baseline("flex", _flex, _flex_prepare),
     Baseline("fa4", _fa4, _fa4_prepare),
 )

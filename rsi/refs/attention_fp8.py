@@ -1,6 +1,7 @@
 """FP8 attention (approximate class): the ``attention`` op with q, k, v quantised to e4m3 with per-head scales.
 
-Same signature, layouts and shapes as ``attention`` (rsi/refs/attention.py): ``reference(q, k, v, cu_seqlens)``;
+Layouts and self-attention shapes of ``attention`` (rsi/refs/attention.py; its cross-attention shapes are not this
+op's), with one cu_seqlens: ``reference(q, k, v, cu_seqlens)``;
 q, k, v: [S, H, D] bf16 (any strides; D = 128 in every shape, any D works: the runtime's tiny CPU models use small
 heads), cu_seqlens: int32 [n_docs + 1] -> out: contiguous [S, H, D] bf16; per document and head, no mask inside a
 document, softmax scale 1/sqrt(D). The quantisation is part of the op (its inputs are the bf16 tensors):
@@ -73,6 +74,7 @@ from rsi.refs.common import BF16, SPECIAL_ZERO_PREFIX, SPECIAL_ZEROS, _map_float
 from rsi.refs.fp8_common import E4M3, E4M3_MAX, e4m3
 
 OP = "attention_fp8"
+SCHEMA = "(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens) -> Tensor"
 SPREAD = 8          # per-head exponents of q (and -e of k) spread over [-SPREAD, SPREAD]
 
 
@@ -143,7 +145,7 @@ def head_exponents(H: int) -> list[int]:
 
 def make_inputs(shape, seed: int, device, layout: int = 0):
     """attention's inputs (same layouts) with per-head magnitudes q 2^e_h, k 2^-e_h, v 2^round(-e_h / 4)."""
-    q, k, v, cu = A.make_inputs(shape, seed, device, layout)
+    q, k, v, cu, _cu_k = A.make_inputs(shape, seed, device, layout)   # self-attention shapes: one cu_seqlens
     e = torch.tensor(head_exponents(shape.dims["heads"]), dtype=torch.float32, device=device)
     for t, f in ((q, e), (k, -e), (v, torch.round(-e / 4))):
         t.mul_(torch.exp2(f)[None, :, None].to(BF16))     # in place: the layout (views, NaN padding) is kept
@@ -177,9 +179,9 @@ OP_GROUP = OpGroup(
     oracle=oracle,
     make_inputs=make_inputs,
     tolerance=Approximate(max_rel_l2=0.1, min_cosine=0.995, max_abs_frac=0.25, factor=1.5, floor_rel_l2=1e-3),
-    shapes=A.OP_GROUP.shapes,
-    odd_shapes=A.OP_GROUP.odd_shapes,
-    interp_shapes=A.OP_GROUP.interp_shapes,
+    shapes=A.self_shapes(A.OP_GROUP.shapes),          # attention's self-attention shapes, without kv_rows
+    odd_shapes=A.self_shapes(A.OP_GROUP.odd_shapes),
+    interp_shapes=A.self_shapes(A.OP_GROUP.interp_shapes),
     special_cases=SPECIAL_CASES,
     bytes_moved=A.bytes_moved,
     flops=A.flops,
@@ -195,11 +197,11 @@ OP_GROUP = OpGroup(
           "magnitudes 2^16 apart (q) so per-tensor scaling fails; own large (q x1e4, k x1e-4, v x1e4) and "
           "subnormal (q, k x1e-39, v x2^-120) cases",
     n_layouts=A.OP_GROUP.n_layouts,
-    sample_shapes=A.sample_shapes,
-    huge_shapes=A.OP_GROUP.huge_shapes,
-    dims_of=A.dims_of,
+    sample_shapes=A.sample_self_shapes,
+    huge_shapes=A.self_shapes(A.OP_GROUP.huge_shapes),
+    dims_of=A.self_dims_of,
     fake=A.fake,
-    schema=A.SCHEMA,
+    schema=SCHEMA,
     baselines=FP8_BASELINES,
     reference_timed=False,  # fp32/fp64 reference ~0.1-1 s per call; the incumbents bind
     heavy_shapes=("h3_full",),   # seeds and refill only there; specials and layouts at the other shapes

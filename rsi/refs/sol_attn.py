@@ -322,7 +322,7 @@ def make_inputs(shape: Shape, seed: int, device, layout: int = 0):
     its cu_seqlens, then tau and sink_rows from ``schedule``."""
     S, H = shape.dims["rows"], shape.dims["heads"]
     tau, sink = schedule(shape)
-    q, k, v, cu_t = dense.make_inputs(shape, seed, device, layout=layout)
+    q, k, v, cu_t, _cu_k = dense.make_inputs(shape, seed, device, layout=layout)   # one cu_seqlens here
     sq, sk, sv = structured_qkv(S, H, HEAD_DIM, dense.doc_bounds(shape, seed), sink, seed, device)
     q.copy_(sq)
     k.copy_(sk)
@@ -333,7 +333,7 @@ def make_inputs(shape: Shape, seed: int, device, layout: int = 0):
 def dims_of(args: tuple) -> dict[str, int]:
     """q: [S, H, D], cu_seqlens: [n_docs + 1] -> rows, heads, docs (tau and sink_rows are not dispatch keys: a kernel
     serves every step of the schedule)."""
-    return dense.dims_of(args)
+    return dense.self_dims_of(args)
 
 
 def fake(q, k, v, cu_seqlens, tau, sink_rows):
@@ -355,7 +355,7 @@ def flops(shape: Shape) -> int:
 
 
 def sample_shapes(rng: random.Random, backend: str, n: int) -> list[Shape]:
-    return drawn(rng, backend, n, dense.sample_dims)
+    return drawn(rng, backend, n, dense.sample_self_dims)
 
 
 def _shape(name: str, rows: int, heads: int, docs: int) -> Shape:

@@ -39,6 +39,40 @@ def test_dense_is_sdpa_per_document_through_the_dispatcher():
     assert [c["kernel"] for c in kern.summary()] == ["sdpa_documents"]      # the incumbent, not the fp32 reference
 
 
+def test_cross_attention_goes_through_the_attention_op():
+    """Attention.cross (the refiner's text and audio<->video cross-attention) runs the attention op with one
+    document on each side: bitwise what plain SDPA gives, dispatched (and logged) at dims with kv_rows."""
+    q, _, _ = _qkv(70)
+    _, k, v = _qkv(20, seed=1)
+    kern = Kernels("verified", target=None)
+    out = kern.attention.cross(q, k, v)
+    want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)))
+    assert torch.equal(out, want[0].transpose(0, 1).reshape(70, -1))
+    (c,) = kern.summary()
+    assert c["op"] == "attention" and c["kernel"] == "sdpa_documents"
+    assert c["dims"] == {"rows": 70, "heads": 2, "docs": 1, "kv_rows": 20, "head_dim": 32}
+    assert kern.attention.report()["calls"] == {"other:dense": 1}
+
+
+def test_attention_buckets_keep_self_cross_and_head_dims_apart():
+    """A verified attention kernel serves the refiner's text cross-attention only through its ltx_text bucket, the
+    video self-attention only through ltx_video, and a head dim other than 128 (the refiner's audio) through none."""
+    from rsi.refs import attention as A
+    from rsi.verified import bucket_of
+    from runtime.kernels import op_dims
+
+    record = {"shapes": [{"bucket": s.name, "shape": {"dims": s.dims}} for s in A.OP_GROUP.shapes]}
+
+    def bucket(rows, kv_rows, heads=32, d=128):
+        meta = [torch.empty(n, heads, d, device="meta") for n in (rows, kv_rows, kv_rows)]
+        cu = torch.empty(2, dtype=torch.int32, device="meta")
+        return bucket_of(record, op_dims("attention", (*meta, cu, cu)))
+
+    assert bucket(16128, 1024) == bucket(12000, 1024) == "ltx_text"
+    assert bucket(16128, 16128) == bucket(12000, 12000) == "ltx_video"
+    assert bucket(16128, 1000) is None and bucket(16128, 1024, d=64) is None and bucket(16128, 16128, d=64) is None
+
+
 def test_sol_runs_only_in_the_refiner_after_its_dense_layers():
     q, k, v = _qkv(256)
     att = Attention(AttentionConfig("sol", (1.0, 1.5), dense_layers=1, block=16))

@@ -133,7 +133,7 @@ def test_selection_extremes_and_sink():
     # tau very negative: dense, and then bitwise attention's reference
     out, mask = sa.reference(q, k, v, cu, -1e30, 0)
     assert sa.mask_density(mask, cu) == 1.0
-    assert torch.equal(out, attention.reference(q, k, v, cu))
+    assert torch.equal(out, attention.reference(q, k, v, cu, cu))
     # the schedule's tau values are denser for smaller tau
     dens = [sa.density(q, k, cu, t, 0) for t in (1.0, 1.25, 1.5)]
     assert dens[0] >= dens[1] >= dens[2]

@@ -31,10 +31,10 @@ m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 space = load_space("attention")
 # what a launch specialises (Triton marks pointer and int arguments divisible by 16): without it the pointer kernel's
 # loads get no alignment, are not pipelined, and its shared memory does not follow num_stages as on the GPU
-DIV = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "cu_ptr", "stride_qs", "stride_qh", "stride_ks", "stride_kh", "stride_vs",
+DIV = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "cu_ptr", "cuk_ptr", "stride_qs", "stride_qh", "stride_ks", "stride_kh", "stride_vs",
        "stride_vh")
 sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "cu_ptr": "*i32", "stride_cu": "i32",
-       "stride_qs": "i32", "stride_qh": "i32", "stride_qd": "constexpr", "stride_ks": "i32", "stride_kh": "i32",
+       "cuk_ptr": "*i32", "stride_cuk": "i32", "stride_qs": "i32", "stride_qh": "i32", "stride_qd": "constexpr", "stride_ks": "i32", "stride_kh": "i32",
        "stride_kd": "constexpr", "stride_vs": "i32", "stride_vh": "i32", "stride_vd": "constexpr", "n_heads": "i32",
        "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
        "EXP2": "constexpr", "SPLIT": "constexpr"}
@@ -89,11 +89,11 @@ if "nvidia" not in backends:
 spec = importlib.util.spec_from_file_location("tpl_attention", sys.argv[1])
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "cu_ptr": "*i32", "stride_cu": "i32",
-       "stride_qs": "i32", "stride_qh": "i32", "stride_ks": "i32", "stride_kh": "i32", "stride_vs": "i32",
-       "stride_vh": "i32", "n_rows": "i32", "n_heads": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
+       "cuk_ptr": "*i32", "stride_cuk": "i32", "stride_qs": "i32", "stride_qh": "i32", "stride_ks": "i32",
+       "stride_kh": "i32", "stride_vs": "i32", "stride_vh": "i32", "n_rows": "i32", "n_heads": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
        "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "EXP2": "constexpr", "WS": "constexpr", "STAGES": "constexpr"}
 DIV16 = {(list(sig).index(n),): [["tt.divisibility", 16]] for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "cu_ptr",
-         "stride_qs", "stride_qh", "stride_ks", "stride_kh", "stride_vs", "stride_vh")}
+         "cuk_ptr", "stride_qs", "stride_qh", "stride_ks", "stride_kh", "stride_vs", "stride_vh")}
 out = {}
 for name, warps, ws in (("ws4", 4, 1), ("ws8", 8, 1), ("plain8", 8, 0)):
     const = {"HEAD_DIM": 128, "BLOCK_M": 128, "BLOCK_N": 128, "EXP2": 1, "WS": ws, "STAGES": 2}

@@ -152,7 +152,7 @@ def _gelu(x, form="tanh"):
     return (xf / (1 + torch.exp(-2 * u))).to(BF),   # the template's spelling
 
 
-def _flash(q, k, v, cu, block=64, p_bf16=True, exp2=True):
+def _flash(q, k, v, cu, cu_k, block=64, p_bf16=True, exp2=True):
     """FlashAttention-2 in torch: key blocks, online softmax in fp32, bf16 (or fp32) probabilities into PV, one
     rounding at the end (the template's arithmetic, another block size and summation order)."""
     import itertools
@@ -160,20 +160,21 @@ def _flash(q, k, v, cu, block=64, p_bf16=True, exp2=True):
     out = torch.empty(q.shape, dtype=BF)
     scale = 1 / math.sqrt(128) * (1 / math.log(2) if exp2 else 1.0)
     ex = torch.exp2 if exp2 else torch.exp
-    for a, b in itertools.pairwise(cu.tolist()):
+    for (a, b), (ka, kb) in zip(itertools.pairwise(cu.tolist()), itertools.pairwise(cu_k.tolist()), strict=True):
         if b <= a:
             continue
-        qd, kd, vd = (t[a:b].float().transpose(0, 1) for t in (q, k, v))
+        qd = q[a:b].float().transpose(0, 1)
+        kd, vd = (t[ka:kb].float().transpose(0, 1) for t in (k, v))
         m = torch.full(qd.shape[:2], -math.inf)
         l_, acc = torch.zeros(qd.shape[:2]), torch.zeros(qd.shape)
-        for c in range(0, b - a, block):
+        for c in range(0, kb - ka, block):
             s = qd @ kd[:, c:c + block].transpose(1, 2) * scale
             m_new = torch.maximum(m, s.amax(-1))
             alpha, p = ex(m - m_new), ex(s - m_new[..., None])
             l_ = l_ * alpha + p.sum(-1)
             acc = acc * alpha[..., None] + (p.to(BF).float() if p_bf16 else p) @ vd[:, c:c + block]
             m = m_new
-        out[a:b] = (acc / l_[..., None]).transpose(0, 1).to(BF)
+        out[a:b] = (acc / torch.where(l_ == 0, 1.0, l_)[..., None]).transpose(0, 1).to(BF)   # no keys: 0
     return (out,)
 
 

@@ -1,6 +1,7 @@
 """The op groups' incumbents (OpGroup.baselines) before they are timed: attention's SDPA backends and FlexAttention
 computed on the CPU agree with the attention reference under its class (documents, an empty pad document, the
-production strides), a baseline that attends across documents fails that check, and the judge drops a baseline
+production strides, cross-attention with key documents of their own and a query document without keys), a
+baseline that attends across documents fails that check, and the judge drops a baseline
 that raises or fails, with its reason, vetting once per shape."""
 
 from __future__ import annotations
@@ -17,23 +18,27 @@ from rsi.harness.judge import Judge, JudgeOptions
 from rsi.refs import attention as A
 
 
-def _inputs(rows: int, heads: int, bounds: list[int], seed: int = 5) -> tuple:
-    """Production layout (v a view of a fused qkv buffer) with the given document bounds."""
-    q, k, v, _ = A.make_inputs(Shape("t", {"rows": rows, "heads": heads, "docs": len(bounds) - 1}), seed, "cpu")
-    return q, k, v, torch.tensor(bounds, dtype=torch.int32)
+def _inputs(rows: int, heads: int, bounds: list[int], k_bounds: list[int] | None = None, seed: int = 5) -> tuple:
+    """Production layout (v a view of a fused qkv buffer) with the given document bounds (key documents: k_bounds,
+    default the query documents)."""
+    kv_rows = k_bounds[-1] if k_bounds else 0
+    dims = {"rows": rows, "heads": heads, "docs": len(bounds) - 1, "kv_rows": kv_rows}
+    q, k, v, _, _ = A.make_inputs(Shape("t", dims), seed, "cpu")
+    return q, k, v, *(torch.tensor(b, dtype=torch.int32) for b in (bounds, k_bounds or bounds))
 
 
 CASES = {
     "two_docs_empty_pad": (150, 2, [0, 150, 150]),          # the pad document is empty
     "three_docs_pad": (97, 2, [0, 30, 70, 97]),
     "three_docs_empty_middle": (80, 3, [0, 41, 41, 80]),
+    "cross_one_doc": (90, 2, [0, 90], [0, 37]),             # the refiner's text cross-attention, small
+    "cross_docs_no_keys": (80, 2, [0, 30, 80], [0, 0, 45]),  # query document 0 faces an empty key document
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_attention_baselines_agree_with_the_reference(case):
-    rows, heads, bounds = CASES[case]
-    inputs = _inputs(rows, heads, bounds)
+    inputs = _inputs(*CASES[case])
     ref = A.reference(*inputs)
     passed, report = incumbents.vet(A.OP_GROUP, A.OP_GROUP.tolerance, inputs)
     assert set(report) == {"sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex", "fa4"}
@@ -52,7 +57,7 @@ def test_attention_baselines_agree_with_the_reference(case):
         assert report[b.name]["error"]["rel_l2"] == pytest.approx(st["rel_l2"])
 
 
-def _whole_sequence(q, k, v, bounds):
+def _whole_sequence(q, k, v, bounds, k_bounds):
     """SDPA over all rows at once: ignores the documents (cross-talk)."""
     o = F.scaled_dot_product_attention(*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)))
     return o[0].transpose(0, 1).contiguous()
