@@ -17,7 +17,11 @@ exp(m - m_new); out = bf16(acc / l) at the end. Keys outside the document are ma
 K and V rows are never read), query rows past its end are neither loaded nor stored. Every input is read through its
 three strides with 64-bit offsets (q, k, v may be views of the fused qkv output). The output is contiguous
 [S, H, 128]; a query document facing an empty key document (l = 0 after the loop, which never ran) writes zeros,
-as the reference does.
+as the reference does. The key loop walks document-relative rows 0 .. n_k from K and V base pointers moved to the key
+document's first row: with absolute rows (the first cross-attention version, 880b17f) the kernel ran 6-9% slower than
+the self-attention-only template before it (5399fcc) at ltx_video, h3_stage1 and h3_full, though its PTX differed by
+two scalar loads and a select (ptxas schedules the whole kernel differently); the relative walk is 3-4% slower than
+5399fcc's (H200 runs 62-63, reports/h200/probe63.py, one interleaved loop).
 
 TMA = 1: the same program with q, K and V read by the Hopper TMA unit (``_attention_tma_kernel``): device-side
 descriptors over the document's own rows (base at its first query / key row, shape [n_doc, 128] / [n_kdoc, 128]; at
@@ -105,24 +109,25 @@ def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr, stride_cu, cuk_ptr, st
         q_ok = (m0 + offs_m) < end
         q = tl.load(q_ptr + q_rows[:, None] * stride_qs + h * stride_qh + offs_d[None, :] * stride_qd,
                     mask=q_ok[:, None], other=0.0)
-        k_base = k_ptr + h * stride_kh
-        v_base = v_ptr + h * stride_vh
+        k_base = k_ptr + h * stride_kh + k_start.to(tl.int64) * stride_ks     # key rows from the document's first
+        v_base = v_ptr + h * stride_vh + k_start.to(tl.int64) * stride_vs
+        n_k = k_end - k_start
         m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         l_i = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
         k_d = offs_d * stride_kd
         v_d = offs_d * stride_vd
         if SPLIT:
-            full_end = k_start + ((k_end - k_start) // BLOCK_N) * BLOCK_N
-            for n0 in range(k_start, full_end, BLOCK_N):
-                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, k_end, stride_ks, stride_vs,
+            n_full = (n_k // BLOCK_N) * BLOCK_N
+            for n0 in range(0, n_full, BLOCK_N):
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, n_k, stride_ks, stride_vs,
                                            offs_n, k_d, v_d, qk_scale, False, EXP2)
-            if full_end < k_end:
-                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, full_end, k_end, stride_ks, stride_vs,
+            if n_full < n_k:
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n_full, n_k, stride_ks, stride_vs,
                                            offs_n, k_d, v_d, qk_scale, True, EXP2)
         else:
-            for n0 in range(k_start, k_end, BLOCK_N):
-                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, k_end, stride_ks, stride_vs,
+            for n0 in range(0, n_k, BLOCK_N):
+                acc, l_i, m_i = _key_block(acc, l_i, m_i, q, k_base, v_base, n0, n_k, stride_ks, stride_vs,
                                            offs_n, k_d, v_d, qk_scale, True, EXP2)
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]     # no keys: acc is 0, the output 0
         o_off = q_rows[:, None] * (n_heads * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
