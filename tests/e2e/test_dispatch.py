@@ -140,3 +140,42 @@ def test_kernel_that_fails_to_import_falls_back(tmp_path, caplog):
         y = k.call("swiglu", torch.randn(64, 1024).bfloat16())
     assert y.shape == (64, 512) and k.summary()[0]["kernel"] == "reference"
     assert "failed to load" in k.summary()[0]["why"] and caplog.records[-1].levelno == logging.WARNING
+
+
+ATTENTION_SRC = '''
+import torch
+
+CALLS = []
+
+
+def launch(q, k, v, cu_seqlens_q, cu_seqlens_k):
+    CALLS.append((q.shape[0], k.shape[0]))
+    o = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)))
+    return o[0].transpose(0, 1).contiguous()
+'''
+
+
+def test_cross_attention_runs_the_kernel_locked_for_its_bucket(tmp_path):
+    """A kernel locked for a cross-attention bucket (kv_rows != 0) serves Attention.cross at those dims, and neither
+    self-attention of the same query rows nor a call with another head dim or key count."""
+    from rsi.kernel import module_name
+
+    dims = {"rows": 70, "heads": 2, "docs": 1, "kv_rows": 20, "head_dim": 32}
+    cand = Candidate(op="attention", source=ATTENTION_SRC, config={})
+    record = {"schema": 1, "op": "attention", "candidate_hash": cand.hash, "source_sha256": sha256_text(ATTENTION_SRC),
+              "config": {}, "search": {"parent": None}, "env": ENV,
+              "shapes": [{"shape": {"name": "text", "dims": dims}, "bucket": "text"}]}
+    d = write_record(tmp_path, cand, "attention", record)
+    lock_kernel(tmp_path, "h200", "attention", d)
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    g = torch.Generator().manual_seed(0)
+    q, kk, v = (torch.randn(n, 2, 32, generator=g).bfloat16() for n in (70, 20, 20))
+    want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, kk, v)))
+    assert torch.equal(k.attention.cross(q, kk, v), want[0].transpose(0, 1).reshape(70, -1))
+    k.attention.self_attn(q, q, q, [0, 70])                                # self-attention: kv_rows 0
+    k.attention.cross(q, kk[:15], v[:15])                                 # another key count
+    k.attention.cross(*(t[..., :16] for t in (q, kk, v)))                 # another head dim
+    assert sys.modules[module_name("attention")].CALLS == [(70, 20)]
+    s = [(c["dims"]["kv_rows"], c["dims"]["head_dim"], c["kernel"]) for c in k.summary()]
+    assert s == [(20, 32, d.name), (0, 32, "sdpa_documents"), (15, 32, "sdpa_documents"),
+                 (20, 16, "sdpa_documents")]
