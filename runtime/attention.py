@@ -27,9 +27,9 @@ Modes (``AttentionConfig.mode``):
 Cross-attention is always dense and goes through the ``attention`` op with one document on each side
 (``Attention.cross``): the refiner's video text cross-attention (its video rows against the prompt's 1,024 cached K/V
 rows) is the op's ``ltx_text`` bucket; the audio text and audio<->video cross-attention have head dim 64, which
-matches no bucket (head_dim is one of the op's dims), so they run the fallback (FA4, else SDPA). Attention outside the denoising loops (H3's text
-token refiner) is always dense. Time: CUDA events around every call (summed per stage once the request is done) or the
-host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the sparse densities.
+matches no bucket (head_dim is one of the op's dims), so they run the fallback (FA4, else SDPA). Attention outside
+the denoising loops (H3's text token refiner) is always dense. Time: CUDA events around every call (summed per stage
+once the request is done) or the host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the sparse densities.
 """
 
 from __future__ import annotations
@@ -81,8 +81,11 @@ def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     [S, H, D]; one SDPA call per non-empty document, no cross-talk; a query document without keys gets zeros."""
     S, H, D = q.shape
     out = q.new_empty(S, H, D)
-    bq = [int(x) for x in cu_seqlens.tolist()]
-    bk = bq if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
+    if cu_seqlens.numel() == 2 and (cu_seqlens_k is None or cu_seqlens_k.numel() == 2):
+        bq, bk = [0, S], [0, k.shape[0]]        # one document: [0, S] and [0, S_k] by the op's contract, no read-back
+    else:
+        bq = [int(x) for x in cu_seqlens.tolist()]
+        bk = bq if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
     for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
         if b > a and kb <= ka:
             out[a:b] = 0
@@ -142,6 +145,7 @@ class Attention:
         self.cfg, self.kernels = config or AttentionConfig(), kernels
         self.sp = None          # runtime.ulysses.Ulysses while a sequence-parallel forward runs (H3DiT.forward)
         self.where = _Where()
+        self._cu: dict[tuple, torch.Tensor] = {}   # document bounds as int32 device tensors, made once (cu_tensor)
         self.reset()
 
     def reset(self) -> None:
@@ -210,7 +214,7 @@ class Attention:
 
     def _self_attn(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bounds: list[int],
                    sparse: bool = False) -> torch.Tensor:
-        cu = torch.tensor(bounds, dtype=torch.int32, device=q.device)
+        cu = self.cu_tensor(bounds, q.device)
         w, cfg = self.where, self.cfg
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
@@ -232,9 +236,19 @@ class Attention:
         where the lock has one for these dims, e.g. the ``ltx_text`` bucket, else FA4 / SDPA as for
         self-attention)."""
         with self._timed("dense"):
-            cu_q = torch.tensor([0, q.shape[0]], dtype=torch.int32, device=q.device)
-            cu_k = torch.tensor([0, k.shape[0]], dtype=torch.int32, device=q.device)
+            cu_q, cu_k = self.cu_tensor([0, q.shape[0]], q.device), self.cu_tensor([0, k.shape[0]], q.device)
             return self._dense(q, k, v, cu_q, cu_k).reshape(q.shape[0], -1)
+
+    def cu_tensor(self, bounds: list[int], device: torch.device) -> torch.Tensor:
+        """``bounds`` as an int32 tensor on ``device``, made once per run (a host-to-device copy per attention call
+        would wait on the stream; four cross-attention calls a refiner block). The op never writes it."""
+        key = (tuple(bounds), str(device))
+        t = self._cu.get(key)
+        if t is None:
+            if len(self._cu) >= 256:            # a long-lived process serving many request sizes
+                self._cu.clear()
+            t = self._cu[key] = torch.tensor(bounds, dtype=torch.int32, device=device)
+        return t
 
     def _dense(self, q, k, v, cu_q, cu_k) -> torch.Tensor:
         """The ``attention`` op: its verified kernel where one serves these dims (head dim 128 only: the op's dims

@@ -293,12 +293,18 @@ def sample_self_dims(rng: random.Random, backend: str) -> dict[str, int]:
 
 
 def sample_dims(rng: random.Random, backend: str) -> dict[str, int]:
-    """sample_self_dims plus kv_rows: half the LTX-2 draws (and of the interpreter's) are cross-attention."""
+    """sample_self_dims plus kv_rows and head_dim: half the interpreter's draws are cross-attention (1..24 key rows),
+    and half the LTX-2 draws on the GPU (the bucket's 1,024 key rows: drawn non-row dims are bucket values). A cross
+    draw never has as many key rows as query rows (dims_of would read that as self-attention, kv_rows 0)."""
     d = sample_self_dims(rng, backend)
     cross = rng.random() < 0.5
     if backend == "interpret":
-        return {**d, "kv_rows": rng.randint(1, 24) if cross else 0, "head_dim": HEAD_DIM}
-    return {**d, "kv_rows": rng.randint(1, 4096) if cross and d["heads"] == LTX_HEADS else 0, "head_dim": HEAD_DIM}
+        kv = rng.randint(1, 24) if cross else 0
+    else:
+        kv = LTX_TEXT_ROWS if cross and d["heads"] == LTX_HEADS else 0
+    if kv and kv == d["rows"]:
+        d["rows"] += 1
+    return {**d, "kv_rows": kv, "head_dim": HEAD_DIM}
 
 
 def sample_shapes(rng: random.Random, backend: str, n: int) -> list[Shape]:

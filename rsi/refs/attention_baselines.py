@@ -120,12 +120,12 @@ def _flex(q4: torch.Tensor, k4: torch.Tensor, v4: torch.Tensor, mask) -> torch.T
 
 
 def _fa4_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
-    def longest(b: torch.Tensor) -> int:
-        return int(b.diff().max()) if b.numel() > 1 else 0
+    def longest(b: torch.Tensor, rows: int) -> int:   # one document: all rows (the op's contract), no read-back
+        return rows if b.numel() == 2 else int(b.diff().max()) if b.numel() > 1 else 0
 
     bq = cu_seqlens_q.to(device=q.device, dtype=torch.int32)
     bk = bq if cu_seqlens_k is None else cu_seqlens_k.to(device=q.device, dtype=torch.int32)
-    return q, k, v, bq, bk, longest(bq), longest(bk)
+    return q, k, v, bq, bk, longest(bq, q.shape[0]), longest(bk, k.shape[0])
 
 
 def _fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: torch.Tensor, bk: torch.Tensor, longest_q: int,

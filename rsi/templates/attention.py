@@ -20,8 +20,8 @@ three strides with 64-bit offsets (q, k, v may be views of the fused qkv output)
 as the reference does. The key loop walks document-relative rows 0 .. n_k from K and V base pointers moved to the key
 document's first row: with absolute rows (the first cross-attention version, 880b17f) the kernel ran 6-9% slower than
 the self-attention-only template before it (5399fcc) at ltx_video, h3_stage1 and h3_full, though its PTX differed by
-two scalar loads and a select (ptxas schedules the whole kernel differently); the relative walk is 3-4% slower than
-5399fcc's (H200 runs 62-63, reports/h200/probe63.py, one interleaved loop).
+two scalar loads and a select (ptxas schedules the whole kernel differently: reports/cpu/attention_cross_sass.py); the
+relative walk is 3-4% slower than 5399fcc's (H200 runs 62-63, reports/h200/probe63.py, one interleaved loop).
 
 TMA = 1: the same program with q, K and V read by the Hopper TMA unit (``_attention_tma_kernel``): device-side
 descriptors over the document's own rows (base at its first query / key row, shape [n_doc, 128] / [n_kdoc, 128]; at

@@ -52,6 +52,9 @@ def test_cross_attention_goes_through_the_attention_op():
     assert c["op"] == "attention" and c["kernel"] == "sdpa_documents"
     assert c["dims"] == {"rows": 70, "heads": 2, "docs": 1, "kv_rows": 20, "head_dim": 32}
     assert kern.attention.report()["calls"] == {"other:dense": 1}
+    kern.attention.cross(q, k, v)                    # the bounds tensors are made once per run, not per call
+    assert len(kern.attention._cu) == 2 and kern.attention.cu_tensor([0, 20], q.device) is kern.attention._cu[
+        ((0, 20), str(q.device))]
 
 
 def test_attention_buckets_keep_self_cross_and_head_dims_apart():
