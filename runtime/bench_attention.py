@@ -100,7 +100,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
             if name in lossy:
                 row["error_vs_fp8_reference"] = error(out, fp8_ref)
             if name in ("attention", "attention_fp8"):
-                row["kernel"] = kernels.chosen(name, *sets[0], *sets[0][3:])
+                row["kernel"] = kernels.chosen(name, *sets[0], *sets[0][3:] if name == "attention" else ())
             if name == "cudnn_fp8" and dev.type == "cuda":
                 from runtime import attention_fp8_cudnn
 
