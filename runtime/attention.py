@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import itertools
 import math
 import os
 import time
@@ -79,20 +78,14 @@ def sdpa_documents(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     """The ``attention`` op group's semantics through SDPA: q [S, H, D], k, v [S_k, H, D] (any strides), cu_seqlens
     (the query documents) and cu_seqlens_k (the key documents; default: cu_seqlens) int32 [n_docs + 1] -> contiguous
     [S, H, D]; one SDPA call per non-empty document, no cross-talk; a query document without keys gets zeros."""
-    S, H, D = q.shape
-    out = q.new_empty(S, H, D)
+    from rsi.refs.attention_baselines import per_document
+
     if cu_seqlens.numel() == 2 and (cu_seqlens_k is None or cu_seqlens_k.numel() == 2):
-        bq, bk = [0, S], [0, k.shape[0]]        # one document: [0, S] and [0, S_k] by the op's contract, no read-back
+        bq, bk = [0, q.shape[0]], [0, k.shape[0]]   # one document: [0, S] and [0, S_k] by the contract, no read-back
     else:
         bq = [int(x) for x in cu_seqlens.tolist()]
         bk = bq if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
-    for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
-        if b > a and kb <= ka:
-            out[a:b] = 0
-        elif b > a:
-            out[a:b] = attend(q[a:b].transpose(0, 1).unsqueeze(0),
-                              *(t[ka:kb].transpose(0, 1).unsqueeze(0) for t in (k, v)))[0].transpose(0, 1)
-    return out
+    return per_document(q, k, v, bq, bk, attend)
 
 
 def parse_taus(text: str) -> tuple[float, ...]:

@@ -64,21 +64,27 @@ def _both_bounds(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
     return q, k, v, bq, bq if cu_seqlens_k is None else [int(b) for b in cu_seqlens_k.tolist()]
 
 
+def per_document(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: list[int], bk: list[int],
+                 attend=F.scaled_dot_product_attention) -> torch.Tensor:
+    """The op through ``attend`` ([1, H, n, D] x [1, H, n_k, D] -> [1, H, n, D]) once per document: query rows
+    [a, b) against key rows [ka, kb) of the host bounds bq, bk -> a new [S, H, D] tensor; a query document without
+    keys gets zeros. The SDPA incumbents here and the runtime's sdpa_documents."""
+    out = q.new_empty(q.shape)
+    for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
+        if b > a and kb <= ka:
+            out[a:b] = 0                                                                # no keys: zeros
+        elif b > a:
+            o = attend(q[a:b].transpose(0, 1).unsqueeze(0), *(t[ka:kb].transpose(0, 1).unsqueeze(0) for t in (k, v)))
+            out[a:b] = o[0].transpose(0, 1)                                           # [n, H, D]
+    return out
+
+
 def _sdpa(backend_name: str):
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: list[int], bk: list[int]) -> torch.Tensor:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        S, H, D = q.shape
-        out = torch.empty((S, H, D), dtype=q.dtype, device=q.device)
         with sdpa_kernel(getattr(SDPBackend, backend_name)):
-            for (a, b), (ka, kb) in zip(itertools.pairwise(bq), itertools.pairwise(bk), strict=True):
-                if b > a and kb <= ka:
-                    out[a:b] = 0                                                        # no keys: zeros
-                elif b > a:
-                    o = F.scaled_dot_product_attention(q[a:b].transpose(0, 1).unsqueeze(0),
-                                                       *(t[ka:kb].transpose(0, 1).unsqueeze(0) for t in (k, v)))
-                    out[a:b] = o[0].transpose(0, 1)                                   # [n, H, D]
-        return out
+            return per_document(q, k, v, bq, bk)
 
     run.__name__ = f"sdpa_{backend_name.lower()}"
     return run
