@@ -251,6 +251,28 @@ def setup_triton_interpreter() -> bool:
     return patch_interpreter_rounding()
 
 
+def flushing_denormals() -> bool:
+    """Whether this thread's float unit flushes subnormals now (torch has no getter for the flag): a subnormal fp32
+    value times one is zero only then."""
+    return bool((torch.tensor([1e-40], dtype=torch.float32) * 1.0 == 0).item())
+
+
+@contextmanager
+def denormals_flushed(device: torch.device):
+    """On the CPU, flush subnormals for the run (Snake's sin^2 makes them; x86 slows ~30x on them) and give the
+    caller back its own mode afterwards: the flag is process-wide, and left set it changes every later subnormal
+    result in the caller's process (it once broke three fp8 byte tests run after a pipeline in one test worker)."""
+    if device.type != "cpu":
+        yield
+        return
+    was = flushing_denormals()
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(was)
+
+
 def ulysses_for(req: Request, device: torch.device):
     """--gpus N under torchrun: this rank's runtime.ulysses.Ulysses (the process group made here); else None."""
     if req.gpus <= 1:
@@ -287,12 +309,10 @@ def run_pipeline(req: Request, progress: Callable[[str], None] = lambda s: None)
     setup_triton_interpreter()
     device = resolve_device(req.device)
     threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_flush_denormal(True)     # Snake's sin^2 makes denormals; x86 slows ~30x on them
-        if req.config == "tiny":
-            torch.set_num_threads(1)       # tiny tensors gain nothing from intra-op threads; OMP barriers cost
+    if device.type == "cpu" and req.config == "tiny":
+        torch.set_num_threads(1)           # tiny tensors gain nothing from intra-op threads; OMP barriers cost
     try:
-        with torch.no_grad():
+        with torch.no_grad(), denormals_flushed(device):
             return _run(req, plan, device, progress)
     finally:
         torch.set_num_threads(threads)

@@ -288,15 +288,13 @@ def run_two_stage(req: Request, plan: ShapePlan, device: torch.device, progress:
 
 def run_pipeline_two_stage(req: Request, progress: Callable[[str], None] = lambda s: None) -> Result:
     """As runtime.pipeline.run_pipeline, for the two-stage route: validate first, then build and run."""
-    from runtime.pipeline import setup_triton_interpreter
+    from runtime.pipeline import denormals_flushed, setup_triton_interpreter
     from runtime.request import resolve_device, validate
 
     plan = validate(req)
     setup_triton_interpreter()
     device = resolve_device(req.device)
-    if device.type == "cpu":
-        torch.set_flush_denormal(True)
-    with torch.no_grad():
+    with torch.no_grad(), denormals_flushed(device):
         return run_two_stage(req, plan, device, progress)
 
 

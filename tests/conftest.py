@@ -32,6 +32,11 @@ def _seeds():
     random.seed(0)
     torch.manual_seed(0)
     yield
+    # the flush-subnormals flag is process-wide: a test (or the code it runs) that leaves it set changes the bytes
+    # of later tests in the same worker, so the test that leaks it fails here instead
+    if (torch.tensor([1e-40]) * 1.0).item() == 0.0:
+        torch.set_flush_denormal(False)
+        pytest.fail("this test left subnormals flushed (torch.set_flush_denormal) for the tests after it")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -229,9 +229,11 @@ def test_two_stage_on_two_ranks_splits_both_stages(tmp_path, monkeypatch):
     (the refiner's audio rows replicated, its video rows gathered for video-to-audio attention); the latents close
     to the one-process run's."""
     monkeypatch.chdir(tmp_path)
-    from runtime.pipeline import run_pipeline
+    from runtime.pipeline import flushing_denormals, run_pipeline
 
+    assert not flushing_denormals()
     one = run_pipeline(_two_stage_request(1, str(tmp_path / "pc1"))).outputs
+    assert not flushing_denormals()          # the run flushed subnormals and gave this process its mode back
     out = tmp_path / "two.pt"
     mp.start_processes(_two_stage_worker, args=(f"file://{tmp_path / 'rv'}", str(out), str(tmp_path / "pc2")),
                        nprocs=WORLD, start_method="spawn", join=True)
