@@ -138,10 +138,10 @@ def _heads_first(x: torch.Tensor, a: int, b: int, dtype) -> torch.Tensor:
     return x[a:b].transpose(0, 1).contiguous().to(dtype)
 
 
-def _attend(q, k, v, cu_seqlens, dtype, emit, cu_seqlens_k=None):
-    """Per document and query chunk: emit(a, b, p [H, m, n], v_doc [H, n, D]) with p = softmax(q k^T * SCALE); the
+def _attend(q, k, v, cu_seqlens, dtype, emit, cu_seqlens_k=None, scale: float = SCALE):
+    """Per document and query chunk: emit(a, b, p [H, m, n], v_doc [H, n, D]) with p = softmax(q k^T * scale); the
     key documents are cu_seqlens_k's (default: cu_seqlens', self-attention). An empty key document gives p [H, m, 0]
-    (and zeros out of p @ v_doc)."""
+    (and zeros out of p @ v_doc). attention_fp8 passes its own scale for other head dims."""
     kb = _bounds(cu_seqlens if cu_seqlens_k is None else cu_seqlens_k)
     for (a, b), (ka, kz) in zip(itertools.pairwise(_bounds(cu_seqlens)), itertools.pairwise(kb), strict=True):
         if b <= a:
@@ -149,7 +149,7 @@ def _attend(q, k, v, cu_seqlens, dtype, emit, cu_seqlens_k=None):
         kd, vd = _heads_first(k, ka, kz, dtype), _heads_first(v, ka, kz, dtype)
         for c in range(a, b, CHUNK):
             e = min(c + CHUNK, b)
-            s = torch.matmul(_heads_first(q, c, e, dtype), kd.transpose(1, 2)).mul_(SCALE)
+            s = torch.matmul(_heads_first(q, c, e, dtype), kd.transpose(1, 2)).mul_(scale)
             emit(c, e, torch.softmax(s, dim=-1), vd)
 
 

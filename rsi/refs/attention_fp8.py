@@ -62,7 +62,6 @@ beats dense attention and cuDNN's FP8 attention.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -97,19 +96,6 @@ def dequantize(x8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return x8.float() * scale[None, :, None]
 
 
-def _attend(q, k, v, cu_seqlens, dtype, emit):
-    """attention's per-document, per-chunk softmax with scale 1/sqrt(D) for any head dim D."""
-    scale = 1.0 / math.sqrt(q.shape[2])
-    for a, b in itertools.pairwise(A._bounds(cu_seqlens)):
-        if b <= a:
-            continue
-        kd, vd = A._heads_first(k, a, b, dtype), A._heads_first(v, a, b, dtype)
-        for c in range(a, b, A.CHUNK):
-            e = min(c + A.CHUNK, b)
-            s = torch.matmul(A._heads_first(q, c, e, dtype), kd.transpose(1, 2)).mul_(scale)
-            emit(c, e, torch.softmax(s, dim=-1), vd)
-
-
 def _attention(q, k, v, cu_seqlens, dtype, out_dtype):
     S, H, D = q.shape
     out = torch.zeros((S, H, D), dtype=out_dtype, device=q.device)
@@ -118,7 +104,7 @@ def _attention(q, k, v, cu_seqlens, dtype, out_dtype):
         out[a:b] = torch.matmul(p, vd).transpose(0, 1).to(out_dtype)
 
     with A._no_tf32():
-        _attend(q, k, v, cu_seqlens, dtype, emit)
+        A._attend(q, k, v, cu_seqlens, dtype, emit, scale=1.0 / math.sqrt(D))
     return out
 
 
