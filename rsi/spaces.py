@@ -126,6 +126,9 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # ---- fp8_gemm (rsi/templates/fp8_gemm_cute.py): STAGES e4m3 tiles of x8 and w8, 128 deep, and the barriers
     # in the H200's 227 KiB of shared memory a block (the template refuses more)
     "wgmma_smem_fit": lambda c: (c["BM"] + c["BN"]) * 128 * c["STAGES"] + 1024 <= 232448,
+    # ---- attention_cute (rsi/templates/attention_cute.py): the bf16 Q tile and STAGES K and V tiles, 128 wide, and
+    # the barriers in the H200's 227 KiB a block (the template refuses more)
+    "attn_cute_smem_fit": lambda c: (c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 * 2 + 2048 <= 232448,
     # ---- fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in
     # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376:
     # 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
@@ -298,6 +301,14 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_cute_flash_tiles(space: Space) -> dict[str, Any]:
+    """attention_cute (rsi/templates/attention_cute.py): 128 query rows in two consumer warpgroups, 128 keys a block
+    (S and P 64 values a thread each, beside the 64 of O), K and V 2 stages deep (160 KiB of shared memory). Not yet
+    run on a GPU."""
+    c = {"BM": 128, "BN": 128, "STAGES": 2}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 def _heuristic_fp8_merge_rows(space: Space) -> dict[str, Any]:
     """head_merge_fp8: one destination row (a [64, 128] tile) per program, 8 warps (32 values a thread, four 16-byte
     loads), the reciprocal quotient: H200 run 33's search found QUOT 1 (246.8 against 401.6 us at w1 for this config
@@ -311,6 +322,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "elementwise_wide": _heuristic_elementwise_wide,
     "cute_vectors_16B": _heuristic_cute_vectors_16b,
     "cute_wgmma_tiles": _heuristic_cute_wgmma_tiles,
+    "cute_flash_tiles": _heuristic_cute_flash_tiles,
     "row_in_registers": _heuristic_row_in_registers,
     "pair_tiles": _heuristic_pair_tiles,
     "copy_tiles": _heuristic_copy_tiles,

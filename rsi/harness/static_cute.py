@@ -103,14 +103,18 @@ CUTE_NAMES = frozenset({
 # make_tensor: a tensor of an argument's iterator with a layout of the kernel's making (the fp8 GEMM gives x8 a
 # run-time row count: with a static 1 the TMA atom drops the mode and faults, H200 runs 47/47b). The view is read by
 # TMA or element loads; a write through it is an element store the guard bands and the output check see.
-CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm", "make_tensor"})
+# domain_offset: a view whose coordinates start at a document's first row (attention_cute's TMA tiles); on a
+# tensor it moves the base as an index would, so it reaches nothing an out-of-range index could not
+CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm", "make_tensor", "domain_offset"})
 CUTE_NAMES = CUTE_NAMES | CUTE_HOPPER
 CUTE_ARCH = frozenset({"thread_idx", "block_idx", "block_dim", "grid_dim", "lane_idx", "warp_idx", "sync_threads",
                        "sync_warp", "barrier", "shuffle_sync", "shuffle_sync_bfly", "shuffle_sync_down",
                        "shuffle_sync_up", "warp_reduction", "warp_reduction_sum", "warp_reduction_max", "fmax",
                        "fmin", "rcp_approx", "WARP_SIZE",
                        # warp-specialised kernels: a warp-uniform index, register reallocation (setmaxnreg)
-                       "make_warp_uniform", "setmaxregister_decrease", "setmaxregister_increase"})
+                       "make_warp_uniform", "setmaxregister_decrease", "setmaxregister_increase",
+                       # generic shared-memory stores made visible to WGMMA reads (fence.proxy.async.shared::cta)
+                       "fence_view_async_shared"})
 CUTE_MATH = frozenset({
     "abs", "absf", "absi", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "clamp", "copysign", "cos", "cosh", "div", "erf", "erfc", "exp", "exp2", "expm1", "floor", "fma", "fpowi",
@@ -158,6 +162,8 @@ METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "in
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
+# functions taking a coordinate, as an index does (argument position): it may not carry a shape test either
+COORDINATES = {"domain_offset": 0, "local_tile": 2, "crd2idx": 0}
 LOOPS = frozenset({"range", "range_constexpr", "range_dynamic"})   # a mixed bound is a shape test (C4)
 SELECTS = frozenset({"min", "max", "clamp", "fmax", "fmin"})
 LAUNCH_KEYWORDS = frozenset({"grid", "block", "stream", "smem"})
@@ -363,7 +369,9 @@ class CuteFunction(_Function):
                 self.target(e, k)
         elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and (
                 t.value.id in self.params or t.value.id in self.locals):
-            self.expr(t.slice)   # an element store into a tensor: t[i] = v
+            if self.expr(t.slice).mixed:   # an element store into a tensor: t[i] = v, at no shape-chosen index
+                raise _Reject(f"{_src(t)} in {self.where}: an index computed from tensor metadata with a constant "
+                              "folded in selects by shape: special-casing shapes is not allowed", t)
         else:
             raise _Reject(f"assignment to {_src(t)} in {self.where}: only names, tuples of names and elements of "
                           "tensors (t[i] = v) may be assigned", t)
@@ -532,6 +540,10 @@ class CuteFunction(_Function):
                           "CTA, no clusters or multicast", node)
         if leaf is not None:
             kinds = self.args(node)
+            if leaf in COORDINATES and node.args and self.expr(node.args[COORDINATES[leaf]]).mixed:
+                raise _Reject(f"{_src(node)} in {self.where}: a coordinate computed from tensor metadata with a "
+                              "constant folded in selects by shape, as an index would: special-casing shapes is not "
+                              "allowed", node)
             if leaf in CUTE_METADATA:   # metadata of whatever it is given (cute.size(t), cute.arch.grid_dim())
                 return _Kind("S", leaf == "grid_dim" or not all(_is_const(a, self.consts) for a in node.args),
                              any(k.mixed for k in kinds))

@@ -7,6 +7,7 @@ imported); skipped without the [cute] extra."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -111,3 +112,71 @@ def test_fp8_gemm_template_compiles_for_sm90(tmp_path):
         assert c["ops"].get("cp.async.bulk.tensor.2d.shared::cta") and c["ops"].get("cvt.rn.bf16.f32")
         assert not c["ops"].get("fma.rn.f32")
     assert wide["ops"].get("setmaxnreg.inc.sync.aligned.u32") and not narrow["ops"].get("setmaxnreg.inc.sync.aligned.u32")
+
+
+_COMPILE_ATTENTION = r"""
+import collections, glob, importlib.util, json, os, re, sys
+import torch
+import cuda.bindings.driver as cuda
+from cutlass import cute
+from cutlass.cute.runtime import from_dlpack
+from rsi import kernel as K
+from rsi.refs import get_op_group
+from rsi.spaces import load_space
+spec = importlib.util.spec_from_file_location("tpl_attention_cute", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+op = get_op_group("attention")
+shape = next(s for s in op.interp_shapes if s.name == "cross_docs")
+out = []
+for layout, cfg in ((0, load_space("attention").select("attention_cute").heuristic()),
+                    (2, {"BM": 128, "BN": 64, "STAGES": 3})):
+    q, k, v, cu_q, cu_k = op.make_inputs(shape, 7, "cpu", layout)
+    packed = [t for t in (q, k, v) if not (t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0
+                                           and t.storage_offset() % 8 == 0)]
+    ptxs = {}
+    for fn, args in [(m._attention_host, (q.contiguous(), k.contiguous(), v.contiguous(), torch.empty_like(q), cu_q,
+                                           cu_k))] + [(m._pack_host, (t, torch.empty(t.shape, dtype=t.dtype)))
+                                                      for t in packed[:1]]:
+        c = cfg if fn is m._attention_host else {}
+        key, positional = K._cute_args(fn, args, c, cuda.CUstream(0), from_dlpack)
+        compile_args, call = K._cute_bind(fn, positional, c)
+        for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
+            os.remove(f)
+        cute.compile(fn, *compile_args)
+        ptxs[fn.__name__] = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
+    ptx = ptxs["_attention_host"]
+    ops = collections.Counter(re.findall(r"wgmma\.mma_async[.a-z0-9_]*|cp\.async\.bulk\.tensor\.3d\.shared[^.]*|"
+                                         r"setmaxnreg[.a-z0-9]*|ex2\.approx[.a-z0-9]*|cvt\.rn\.bf16x2\.f32|"
+                                         r"fence\.proxy\.async\.shared::cta|[ld|st]+\.local", ptx))
+    out.append({"cfg": cfg, "layout": layout, "packed": len(packed), "pack_ptx": "_pack_host" in ptxs,
+                "ops": dict(ops)})
+print(json.dumps(out))
+"""
+
+
+def test_attention_template_compiles_for_sm90(tmp_path):
+    """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages: Q, K and V by
+    3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
+    over the keys), one ex2.approx per score and two per row pair for the rescale, P converted in pairs, the proxy
+    fence before the zeroed V rows are read by wgmma, and nothing in local memory. The odd layout (2) has tensors
+    TMA cannot read, which the launch packs first: that copy kernel compiles too."""
+    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
+           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "attention_cute.py"
+    r = subprocess.run([sys.executable, "-c", _COMPILE_ATTENTION, str(tpl)], capture_output=True, text=True,
+                       timeout=600, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    wide, narrow = json.loads(r.stdout.strip().splitlines()[-1])
+    for c, bn in ((wide, 128), (narrow, 64)):
+        ops = c["ops"]
+        assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and ops.get("fence.proxy.async.shared::cta")
+        assert ops.get("setmaxnreg.inc.sync.aligned.u32") and ops.get("setmaxnreg.dec.sync.aligned.u32")
+        want = collections.Counter({f"m64n{bn}k16": 128 // 16})        # QK^T: the head dim in steps of 16
+        want["m64n128k16"] += bn // 16                                  # PV: the block's keys in steps of 16
+        got = {k.split(".")[4]: n for k, n in ops.items() if k.startswith("wgmma.mma_async")}
+        assert got == dict(want) and all(k.endswith(".f32.bf16.bf16") for k in ops if k.startswith("wgmma"))
+        assert ops.get("ex2.approx.ftz.f32") == bn // 2 + 2 and ops.get("cvt.rn.bf16x2.f32", 0) >= bn // 4
+        assert not ops.get("ld.local") and not ops.get("st.local")
+    assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"]

@@ -180,6 +180,7 @@ def test_honest_fp8_variants_pass(src):
     (in_fp8_kernel("    for j in cutlass.range(n_cols // 21504):\n        pass"), "loop bound"),
     (in_fp8_kernel("    for j in range(n_cols - 21503):\n        pass"), "loop bound"),
     (in_fp8_kernel("    q = (0, 1)[n_cols // 21504]"), "an index"),
+    (in_fp8_kernel("    out[(n_rows - 4096, 0)] = 0.0"), "selects by shape"),     # a store's index too
     # an iterator (a tensor's pointer) is metadata: no fingerprinting a buffer's address
     (in_fp8_kernel("    if out.iterator == 4096:\n        pass"), "only cute.make_tensor's first argument"),
     # multicast through positional arguments
@@ -226,3 +227,47 @@ def test_every_allowed_name_exists_in_cutlass_dsl():
                 obj = getattr(obj, sub)
             missing += [f"{'.'.join(path)}.{n}" for n in names if not hasattr(obj, n)]
     assert not missing, missing
+
+
+ATTN = template_source("attention_cute")   # two GEMMs, P from registers, a document's rows by cute.domain_offset
+ATTN_CONSUMER_LINE = "            wg = ctid // 128\n"
+
+
+def attn_swap(old: str, new: str) -> str:
+    assert ATTN.count(old) == 1, old
+    return ATTN.replace(old, new)
+
+
+def in_attn_consumer(line: str) -> str:
+    return attn_swap(ATTN_CONSUMER_LINE, ATTN_CONSUMER_LINE + line + "\n")
+
+
+def test_the_attention_template_passes_and_is_cute():
+    assert reason(ATTN) == ""
+    assert kernel_language(ATTN) == "cute"
+
+
+@pytest.mark.parametrize("src, why", [
+    # the fifteenth session admitted cute.domain_offset and the shared-memory proxy fence, nothing around them
+    (in_attn_consumer("            cute.arch.fence_proxy(kind='async.global')"), "is not allowed"),
+    (in_attn_consumer("            cute.arch.fence_acq_rel_cluster()"), "is not allowed"),
+    (in_attn_consumer("            cute.arch.fence_view_async_tmem_load()"), "is not allowed"),
+    # domain_offset is layout algebra: a shape-derived coordinate in it is still a shape test
+    (in_attn_consumer("            t = cute.domain_offset((cute.size(acc_s) - 64, 0), out)"), "selects by shape"),
+    (in_attn_consumer("            t = cute.local_tile(out, (1, 1, 1), (cute.size(acc_s) - 64, 0, 0))"),
+     "selects by shape"),
+    # a store index is an index: the fifteenth session found `out[(cute.size(x) - 64, 0, 0)] = v` accepted (reads
+    # were refused); stores are refused the same way now
+    (in_attn_consumer("            out[(cute.size(acc_s) - 64, 0, 0)] = 0.0"), "selects by shape"),
+    (in_attn_consumer("            if cute.size(tScS) == 64:\n                pass"), "constant 64"),
+    # the register views of the softmax are compositions: an index computed from metadata stays refused
+    (in_attn_consumer("            r = cute.size(acc_s) // 64\n            row_max[r] = 0.0"), "selects by shape"),
+    # host code: a head-dim test is a shape test (the template serves the op's head dim 128 only, by dispatch)
+    (attn_swap("    out = K.empty((n_rows, n_heads, head_dim)",
+               "    if head_dim == 64:\n        return q\n    out = K.empty((n_rows, n_heads, head_dim)"),
+     "constant 64"),
+])
+def test_attention_cheats_are_rejected(src, why):
+    r = reason(src)
+    assert r, f"accepted: {why}"
+    assert why in r, r

@@ -1,0 +1,78 @@
+"""H200 probe 65 (prepared in the fifteenth session; outside the judge, not a verdict): the first run of the CuTe
+attention template (rsi/templates/attention_cute.py) on a GPU. Per shape and layout: rel-L2 and max-abs error
+against the op's reference and whether NaN/Inf appear where the reference has none (a diagnosis for a failed
+verdict); then at the timed buckets its heuristic beside the Triton template's and SDPA cuDNN (prepare outside the
+timed call, as the judge), one interleaved loop, paired ratio CIs against cuDNN.
+Usage: python reports/h200/probe65.py OUT.json [REPS]"""
+import json
+import sys
+
+import torch
+
+from rsi.harness import timing as T
+from rsi.refs import get_op_group
+from rsi.search.stats import paired_ratio_ci
+from rsi.spaces import load_space
+from rsi.templates import attention as triton_tpl
+from rsi.templates import attention_cute as cute_tpl
+
+SPACE = load_space("attention")
+CUTE = SPACE.select("attention_cute").heuristic()
+TRITON = SPACE.heuristic()
+
+
+def errors(op, shape, layout):
+    inputs = op.make_inputs(shape, 11, "cuda", layout)
+    ref = op.reference(*inputs).float()
+    out = cute_tpl.launch(*inputs, **CUTE).float()
+    torch.cuda.synchronize()
+    fin = torch.isfinite(ref)
+    d = (out - ref)[fin]
+    return {"shape": shape.name, "layout": layout, "rel_l2": (d.norm() / ref[fin].norm()).item(),
+            "max_abs": d.abs().max().item() if d.numel() else 0.0,
+            "nonfinite_where_ref_finite": int((~torch.isfinite(out) & fin).sum()),
+            "nonfinite_ref": int((~fin).sum())}
+
+
+def main():
+    out_path = sys.argv[1]
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    op = get_op_group("attention")
+    res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "cute": CUTE,
+           "triton": TRITON, "errors": [], "timing": []}
+    odd = [s for s in op.odd_shapes if s.name in ("cross_docs", "odd_text")]
+    for shape in [*op.interp_shapes, *odd]:
+        for layout in (0, 1, 2):
+            try:
+                row = errors(op, shape, layout)
+            except Exception as e:   # noqa: BLE001 - a probe: record the failure and go on
+                row = {"shape": shape.name, "layout": layout, "error": f"{type(e).__name__}: {e}"[:400]}
+            res["errors"].append(row)
+            print(row, flush=True)
+            with open(out_path, "w") as f:
+                json.dump(res, f, indent=1, default=str)
+    cudnn = next(b for b in op.baselines if b.name == "sdpa_cudnn")
+    for bucket in ("ltx_video", "h3_stage1", "ltx_text", "h3_full"):
+        shape = next(s for s in op.shapes if s.name == bucket)
+        sets = [op.make_inputs(shape, 1000 + i, "cuda") for i in range(2)]
+        prepared = {id(s[0]): cudnn.args(s) for s in sets}
+        impls = {"sdpa_cudnn": lambda *a, p=prepared: cudnn.fn(*p[id(a[0])]),
+                 "triton": lambda *a: triton_tpl.launch(*a, **TRITON),
+                 "cute": lambda *a: cute_tpl.launch(*a, **CUTE)}
+        ref = impls["sdpa_cudnn"](*sets[0]).float()
+        errs = {n: ((f(*sets[0]).float() - ref).norm() / ref.norm()).item() for n, f in impls.items()}
+        torch.cuda.synchronize()
+        stats = T.time_interleaved(impls, sets, warmup=2, reps=reps, sync_reps=0)
+        p50 = {n: x.summary()["p50_us"] for n, x in stats.items()}
+        base = stats["sdpa_cudnn"].times_us
+        row = {"bucket": bucket, "rel_l2_vs_cudnn": errs, "p50_us": p50,
+               "vs_cudnn": {n: paired_ratio_ci(base, x.times_us) for n, x in stats.items()}}
+        res["timing"].append(row)
+        print(bucket, {n: (round(p50[n] / 1e3, 3), round(row["vs_cudnn"][n][0], 3), f"{errs[n]:.1e}")
+                       for n in impls}, flush=True)
+        with open(out_path, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

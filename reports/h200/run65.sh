@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# H200 run 65 (prepared in the fifteenth session, not yet run): the first GPU run of the CuTe attention template
+# (rsi/templates/attention_cute.py). Probe 65 (its errors per shape and layout, then its heuristic timed beside the
+# Triton template and SDPA cuDNN), then `rsi search --op-group attention --template attention_cute --budget 2` under
+# the sandboxed judge on a scratch copy of the lock. Two calls to one warm machine (docs/cute.md, "On the H200"):
+#   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
+#   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run65.sh a
+#   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run65.sh b
+STEP=${1:?usage: run65.sh a|b}
+. reports/h200/lib.sh
+if [ "$STEP" = a ]; then
+  stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
+fi
+setup_run run65
+install_cute || exit 1
+export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+run probe65 180 python3 reports/h200/probe65.py "$R/probe65.json" 10
+W=/tmp/ws65; rm -rf "$W"; mkdir -p "$W"; cp -r verified_kernels "$W/"
+run search 360 python3 -m rsi --root "$W" search --op-group attention --template attention_cute --gpu h200 \
+  --budget 2,5m --candidate-timeout 240 --summary-out "$R/search_attention_cute.json"
+python3 -m rsi --root "$W" show --run "$(python3 -c "import json; print(json.load(open('$R/search_attention_cute.json'))['run_id'])")" \
+  --limit 20 > "$R/show.txt" 2>&1
+cp "$W/.rsi/rsi.db" "$R/rsi.db" 2>/dev/null; cp -r "$W/verified_kernels" "$R/verified_kernels_scratch"
+tar -czf "$OUT/run65.tgz" -C /tmp run65
