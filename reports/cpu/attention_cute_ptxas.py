@@ -43,7 +43,10 @@ def main():
         for f in glob.glob(os.path.join(tmp, "*.ptx")):
             os.remove(f)
         cute.compile(m._attention_host, *args)
-        ptx = "".join(open(f).read() for f in glob.glob(os.path.join(tmp, "*.ptx")))
+        ptx = ""
+        for name in glob.glob(os.path.join(tmp, "*.ptx")):
+            with open(name) as f:
+                ptx += f.read()
         src, cubin = os.path.join(tmp, "a.ptx"), os.path.join(tmp, "a.cubin")
         with open(src, "w") as f:
             f.write(re.sub(r"^\.version 9\.4", ".version 9.0", ptx, flags=re.MULTILINE))
