@@ -108,8 +108,8 @@ CUTE_NAMES = frozenset({
 CUTE_HOPPER = frozenset({"tile_to_shape", "make_mma_atom", "make_tiled_mma", "gemm", "make_tensor", "domain_offset"})
 CUTE_NAMES = CUTE_NAMES | CUTE_HOPPER
 CUTE_ARCH = frozenset({"thread_idx", "block_idx", "block_dim", "grid_dim", "lane_idx", "warp_idx", "sync_threads",
-                       "sync_warp", "barrier", "shuffle_sync", "shuffle_sync_bfly", "shuffle_sync_down",
-                       "shuffle_sync_up", "warp_reduction", "warp_reduction_sum", "warp_reduction_max", "fmax",
+                       "sync_warp", "barrier", "barrier_arrive", "shuffle_sync", "shuffle_sync_bfly",
+                       "shuffle_sync_down", "shuffle_sync_up", "warp_reduction", "warp_reduction_sum", "warp_reduction_max", "fmax",
                        "fmin", "rcp_approx", "WARP_SIZE",
                        # warp-specialised kernels: a warp-uniform index, register reallocation (setmaxnreg)
                        "make_warp_uniform", "setmaxregister_decrease", "setmaxregister_increase",

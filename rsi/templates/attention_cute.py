@@ -22,6 +22,10 @@ Three warpgroups per CTA:
   * the first (partial) key block masks the scores of keys past the document's end to -inf, and zeroes those rows of
     its V tile in shared memory before the PV product (they are the next document's rows: p = 0 does not cancel
     an Inf or NaN there; the op's special cases put them in), then a proxy fence and a warpgroup barrier.
+  * PINGPONG 1 (FA3's inter-warpgroup schedule): two named barriers pass a GEMM turn between the consumer warpgroups,
+    so that one issues its PV product and the next block's QK^T while the other runs its softmax; a warpgroup holds
+    the turn from before its PV product to just after issuing the next QK^T (warpgroup 0 holds it first). 0: the
+    warpgroups interleave as the warp schedulers let them.
   * the epilogue divides by the row sums (a query document facing an empty key document: no key block ran, the
     output is 0, as the reference's) and stores bf16 rows < the document's end, element by element.
 With two consumer warpgroups the producer keeps 40 registers a thread and the consumers take 232.
@@ -31,7 +35,8 @@ layouts, not its timed ones). The output is contiguous [S, H, 128]; its offsets 
 every shape of the op group). K.cute_launch compiles per shape.
 Written in the fifteenth session from the CuTe DSL's API (facts from flash-attn's SM90 CuTe forward and quack's
 layout helpers, read for the accumulator / operand layouts and the pipeline structure; no code copied). Config: BM
-(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth). Compiled for sm_90a on the CPU only
+(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG. The template serves head dim
+128 only, the op's (its dims carry head_dim, so dispatch never hands it another). Compiled for sm_90a on the CPU only
 (tests/unit/test_attention_cute_compile.py); not yet run on a GPU.
 """
 
@@ -49,7 +54,8 @@ SMEM_BYTES = 232448       # the H200's shared memory per block (227 KiB)
 def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v: cute.CopyAtom, mV,
                       out: cute.Tensor, cu_q: cute.Tensor, cu_k: cute.Tensor, mma_qk: cute.TiledMma,
                       mma_pv: cute.TiledMma, q_layout: cute.ComposedLayout, kv_layout: cute.ComposedLayout,
-                      BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr, D: cutlass.Constexpr):
+                      BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
+                      PINGPONG: cutlass.Constexpr, D: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     m_blk, h, doc = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -145,6 +151,11 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
             qstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, 1)
             pipe_q.consumer_wait(qstate)
             rstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
+            if cutlass.const_expr(PINGPONG == 1):
+                # the GEMM turn (named barriers 3 and 4, both warpgroups): warpgroup 0 holds it first
+                if wg == 0:
+                    cute.arch.barrier_arrive(barrier_id=3, number_of_threads=256)
+                cute.arch.barrier(barrier_id=3 + wg, number_of_threads=256)
             for i in cutlass.range(n_blocks, unroll=1):
                 blk = n_blocks - 1 - i
                 n_valid = n_k - blk * BN                     # keys of this block inside the document (>= BN but 1st)
@@ -155,6 +166,8 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                 for kb in cutlass.range_constexpr(D // 16):
                     cute.gemm(mma_qk, acc_s, tSrQ[(None, None, kb)], tSrK[(None, None, kb, rstate.index)], acc_s)
                 cute.nvgpu.warpgroup.commit_group()
+                if cutlass.const_expr(PINGPONG == 1):
+                    cute.arch.barrier_arrive(barrier_id=4 - wg, number_of_threads=256)   # the other's turn
                 cute.nvgpu.warpgroup.wait_group(0)
                 pipe_k.consumer_release(rstate)
                 if i == 0:
@@ -188,6 +201,8 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         sV[(n_valid + e // D, e % D, rstate.index)] = cutlass.BFloat16(0.0)
                     cute.arch.fence_view_async_shared()
                     cute.arch.barrier(barrier_id=1 + wg, number_of_threads=128)
+                if cutlass.const_expr(PINGPONG == 1):
+                    cute.arch.barrier(barrier_id=3 + wg, number_of_threads=256)      # this one's turn: PV, next QK
                 cute.nvgpu.warpgroup.fence()
                 for kb in cutlass.range_constexpr(BN // 16):
                     cute.gemm(mma_pv, acc_o, r_p[(None, None, kb)], tOrVt[(None, None, kb, rstate.index)], acc_o)
@@ -195,6 +210,8 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                 cute.nvgpu.warpgroup.wait_group(0)
                 pipe_v.consumer_release(rstate)
                 rstate.advance()
+            if cutlass.const_expr(PINGPONG == 1):
+                cute.arch.barrier_arrive(barrier_id=4 - wg, number_of_threads=256)
 
             # ---- epilogue: out = acc / l (no key block: acc = 0 and out 0), bf16, rows inside the document
             for r in cutlass.range_constexpr(2):
@@ -214,7 +231,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 @cute.jit
 def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, cu_q: cute.Tensor,
                     cu_k: cute.Tensor, stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr,
-                    STAGES: cutlass.Constexpr):
+                    STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr):
     bf16 = cutlass.BFloat16
     # S = Q K^T: two warpgroups stacked along M, m64 x BN x k16, both operands K-major in shared memory
     mma_qk = cute.make_tiled_mma(cute.make_mma_atom(cute.nvgpu.warpgroup.MmaF16BF16Op(
@@ -239,7 +256,7 @@ def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
         cute.slice_(kv_layout, (None, None, 0)), (BN, HEAD_DIM))
     grid = (cute.ceil_div(q.shape[0], BM), q.shape[1], cu_q.shape[0] - 1)
     _attention_kernel(tma_q, mQ, tma_k, mK, tma_v, mV, out, cu_q, cu_k, mma_qk, mma_pv, q_layout, kv_layout,
-                      BM, BN, STAGES, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
+                      BM, BN, STAGES, PINGPONG, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
 @cute.kernel
@@ -268,7 +285,7 @@ def _packed(x, ALIGN):
     return y
 
 
-def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, ALIGN=8):
+def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, ALIGN=8):
     n_rows, n_heads, head_dim = q.shape
     if (BM + 2 * STAGES * BN) * HEAD_DIM * 2 + 2048 > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
@@ -276,5 +293,5 @@ def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, ALIGN=
     if n_rows == 0:
         return out
     K.cute_launch(_attention_host, _packed(q, ALIGN), _packed(k, ALIGN), _packed(v, ALIGN), out, cu_seqlens_q,
-                  cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES)
+                  cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES, PINGPONG=PINGPONG)
     return out

@@ -129,7 +129,7 @@ op = get_op_group("attention")
 shape = next(s for s in op.interp_shapes if s.name == "cross_docs")
 out = []
 for layout, cfg in ((0, load_space("attention").select("attention_cute").heuristic()),
-                    (2, {"BM": 128, "BN": 64, "STAGES": 3})):
+                    (2, {"BM": 128, "BN": 64, "STAGES": 3, "PINGPONG": 1})):
     q, k, v, cu_q, cu_k = op.make_inputs(shape, 7, "cpu", layout)
     packed = [t for t in (q, k, v) if not (t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0
                                            and t.storage_offset() % 8 == 0)]
@@ -147,7 +147,7 @@ for layout, cfg in ((0, load_space("attention").select("attention_cute").heurist
     ptx = ptxs["_attention_host"]
     ops = collections.Counter(re.findall(r"wgmma\.mma_async[.a-z0-9_]*|cp\.async\.bulk\.tensor\.3d\.shared[^.]*|"
                                          r"setmaxnreg[.a-z0-9]*|ex2\.approx[.a-z0-9]*|cvt\.rn\.bf16x2\.f32|"
-                                         r"fence\.proxy\.async\.shared::cta|[ld|st]+\.local", ptx))
+                                         r"fence\.proxy\.async\.shared::cta|[ld|st]+\.local|bar\.arrive", ptx))
     out.append({"cfg": cfg, "layout": layout, "packed": len(packed), "pack_ptx": "_pack_host" in ptxs,
                 "ops": dict(ops)})
 print(json.dumps(out))
@@ -155,8 +155,8 @@ print(json.dumps(out))
 
 
 def test_attention_template_compiles_for_sm90(tmp_path):
-    """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages: Q, K and V by
-    3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
+    """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages, ping-pong: Q, K
+    and V by 3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
     over the keys), one ex2.approx per score and two per row pair for the rescale, P converted in pairs, the proxy
     fence before the zeroed V rows are read by wgmma, and nothing in local memory. The odd layout (2) has tensors
     TMA cannot read, which the launch packs first: that copy kernel compiles too."""
@@ -180,3 +180,4 @@ def test_attention_template_compiles_for_sm90(tmp_path):
         assert ops.get("ex2.approx.ftz.f32") == bn // 2 + 2 and ops.get("cvt.rn.bf16x2.f32", 0) >= bn // 4
         assert not ops.get("ld.local") and not ops.get("st.local")
     assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"]
+    assert not wide["ops"].get("bar.arrive") and narrow["ops"].get("bar.arrive") == 3   # PINGPONG 1: the GEMM turn
