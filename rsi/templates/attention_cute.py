@@ -142,6 +142,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
             row_max = cute.make_rmem_tensor((2,), cutlass.Float32)
             row_sum = cute.make_rmem_tensor((2,), cutlass.Float32)
             alpha = cute.make_rmem_tensor((2,), cutlass.Float32)
+            m_scaled = cute.make_rmem_tensor((2,), cutlass.Float32)
             row_max.fill(float("-inf"))
             row_sum.fill(0.0)
             acc_o.fill(0.0)
@@ -183,11 +184,15 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         row_max[r] = cute.arch.fmax(row_max[r], s_mn[(r, c)])
                     row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=1))
                     row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=2))
-                    alpha[r] = cute.math.exp2((alpha[r] - row_max[r]) * SCALE_LOG2, fastmath=True)
+                    # a row whose keys so far all score -inf: exponents against 0, so p = 0 and alpha = 0, not NaN
+                    # (the last-first order can meet it: a partial block whose one key is -inf for this row)
+                    m_scaled[r] = row_max[r] * SCALE_LOG2
+                    if row_max[r] == float("-inf"):
+                        m_scaled[r] = 0.0
+                    alpha[r] = cute.math.exp2(alpha[r] * SCALE_LOG2 - m_scaled[r], fastmath=True)
                     row_sum[r] = row_sum[r] * alpha[r]
                     for c in cutlass.range_constexpr(BN // 4):
-                        s_mn[(r, c)] = cute.math.exp2(s_mn[(r, c)] * SCALE_LOG2 - row_max[r] * SCALE_LOG2,
-                                                      fastmath=True)
+                        s_mn[(r, c)] = cute.math.exp2(s_mn[(r, c)] * SCALE_LOG2 - m_scaled[r], fastmath=True)
                         row_sum[r] = row_sum[r] + s_mn[(r, c)]
                     for c in cutlass.range_constexpr(D // 4):
                         o_mn[(r, c)] = o_mn[(r, c)] * alpha[r]
