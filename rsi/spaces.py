@@ -303,9 +303,9 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
 
 def _heuristic_cute_flash_tiles(space: Space) -> dict[str, Any]:
     """attention_cute (rsi/templates/attention_cute.py): 128 query rows in two consumer warpgroups, 128 keys a block
-    (S and P 64 values a thread each, beside the 64 of O), K and V 2 stages deep (160 KiB of shared memory), no
-    ping-pong (the plainer schedule, to be verified first). Not yet run on a GPU."""
-    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0}
+    (S and P 64 values a thread each, beside the 64 of O), K and V 2 stages deep (160 KiB of shared memory), neither
+    of FA3's schedules (the plainest form, to be verified first). Not yet run on a GPU."""
+    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -26,6 +26,10 @@ Three warpgroups per CTA:
     so that one issues its PV product and the next block's QK^T while the other runs its softmax; a warpgroup holds
     the turn from before its PV product to just after issuing the next QK^T (warpgroup 0 holds it first). 0: the
     warpgroups interleave as the warp schedulers let them.
+  * OVERLAP 1 (FA3's intra-warpgroup schedule): block i's QK^T and block i - 1's PV are issued together, the softmax
+    of block i runs under that PV (wait_group(1)), and O's rescale and the new P wait for it (wait_group(0)); the
+    first block's QK^T and softmax and the last block's PV are peeled off the loop. K and V then keep their own
+    pipeline states, V one block behind. 0: each block's QK^T, softmax and PV in turn.
   * the epilogue divides by the row sums (a query document facing an empty key document: no key block ran, the
     output is 0, as the reference's) and stores bf16 rows < the document's end, element by element.
 With two consumer warpgroups the producer keeps 40 registers a thread and the consumers take 232.
@@ -35,7 +39,7 @@ layouts, not its timed ones). The output is contiguous [S, H, 128]; its offsets 
 every shape of the op group). K.cute_launch compiles per shape.
 Written in the fifteenth session from the CuTe DSL's API (facts from flash-attn's SM90 CuTe forward and quack's
 layout helpers, read for the accumulator / operand layouts and the pipeline structure; no code copied). Config: BM
-(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG. The template serves head dim
+(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG, OVERLAP. The template serves head dim
 128 only, the op's (its dims carry head_dim, so dispatch never hands it another). Compiled for sm_90a on the CPU only
 (tests/unit/test_attention_cute_compile.py); not yet run on a GPU.
 """
@@ -50,12 +54,88 @@ SCALE_LOG2 = 0.08838834764831845 * 1.4426950408889634   # log2(e) / sqrt(128)
 SMEM_BYTES = 232448       # the H200's shared memory per block (227 KiB)
 
 
+@cute.jit
+def _gemm(mma, acc, frag_a, frag_b, stage, K_STEPS: cutlass.Constexpr, ZERO: cutlass.Constexpr):
+    """Issue acc (+)= A B over K_STEPS k16 steps and commit the group (not waited): A is the Q descriptors (ZERO 1: S
+    starts from 0, the accumulator is filled first) or the bf16 P registers, B the stage's K or V^T descriptors."""
+    if cutlass.const_expr(ZERO == 1):
+        acc.fill(0.0)
+    cute.nvgpu.warpgroup.fence()
+    for kb in cutlass.range_constexpr(K_STEPS):
+        cute.gemm(mma, acc, frag_a[(None, None, kb)], frag_b[(None, None, kb, stage)], acc)
+    cute.nvgpu.warpgroup.commit_group()
+
+
+@cute.jit
+def _mask_keys(acc_s, tScS, n_valid):
+    """Scores of the keys at or past n_valid (outside the document) to -inf."""
+    for j in cutlass.range_constexpr(cute.size(acc_s)):
+        _, n = tScS[j]
+        if n >= n_valid:
+            acc_s[j] = float("-inf")
+
+
+@cute.jit
+def _online_softmax(s_mn, row_max, row_sum, alpha,
+                    m_scaled, BN: cutlass.Constexpr):
+    """One key block of the online softmax on this thread's (2 rows, BN / 4) scores, rows shared by the 4 threads of a
+    quad: row_max to the new maxima, the scores to p = 2^(s c - m c) in place, alpha = 2^((m_old - m) c), row_sum =
+    row_sum alpha + this thread's sum of p."""
+    for r in cutlass.range_constexpr(2):
+        alpha[r] = row_max[r]
+        for c in cutlass.range_constexpr(BN // 4):
+            row_max[r] = cute.arch.fmax(row_max[r], s_mn[(r, c)])
+        row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=1))
+        row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=2))
+        # a row whose keys so far all score -inf: exponents against 0, so p = 0 and alpha = 0, not NaN (the
+        # last-first order can meet it: a partial block whose one key is -inf for this row)
+        m_scaled[r] = row_max[r] * SCALE_LOG2
+        if row_max[r] == float("-inf"):
+            m_scaled[r] = 0.0
+        alpha[r] = cute.math.exp2(alpha[r] * SCALE_LOG2 - m_scaled[r], fastmath=True)
+        row_sum[r] = row_sum[r] * alpha[r]
+        for c in cutlass.range_constexpr(BN // 4):
+            s_mn[(r, c)] = cute.math.exp2(s_mn[(r, c)] * SCALE_LOG2 - m_scaled[r], fastmath=True)
+            row_sum[r] = row_sum[r] + s_mn[(r, c)]
+
+
+@cute.jit
+def _rescale(o_mn, alpha, D: cutlass.Constexpr):
+    for r in cutlass.range_constexpr(2):
+        for c in cutlass.range_constexpr(D // 4):
+            o_mn[(r, c)] = o_mn[(r, c)] * alpha[r]
+
+
+@cute.jit
+def _zero_v_rows(sV, stage, n_valid, wg_tid, wg, BN: cutlass.Constexpr, D: cutlass.Constexpr):
+    """V rows n_valid .. BN - 1 of the stage belong to the next document (or lie past S): zero them (each warpgroup
+    all of them, for its own PV product), make the stores visible to wgmma and wait for the warpgroup."""
+    for e in cutlass.range(wg_tid, (BN - n_valid) * D, 128, unroll=1):
+        sV[(n_valid + e // D, e % D, stage)] = cutlass.BFloat16(0.0)
+    cute.arch.fence_view_async_shared()
+    cute.arch.barrier(barrier_id=1 + wg, number_of_threads=128)
+
+
+@cute.jit
+def _turn_wait(wg, PINGPONG: cutlass.Constexpr):
+    """PINGPONG 1: wait for this warpgroup's GEMM turn (named barrier 3 + wg, both warpgroups)."""
+    if cutlass.const_expr(PINGPONG == 1):
+        cute.arch.barrier(barrier_id=3 + wg, number_of_threads=256)
+
+
+@cute.jit
+def _turn_pass(wg, PINGPONG: cutlass.Constexpr):
+    """PINGPONG 1: hand the GEMM turn to the other warpgroup."""
+    if cutlass.const_expr(PINGPONG == 1):
+        cute.arch.barrier_arrive(barrier_id=4 - wg, number_of_threads=256)
+
+
 @cute.kernel
 def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v: cute.CopyAtom, mV,
                       out: cute.Tensor, cu_q: cute.Tensor, cu_k: cute.Tensor, mma_qk: cute.TiledMma,
                       mma_pv: cute.TiledMma, q_layout: cute.ComposedLayout, kv_layout: cute.ComposedLayout,
                       BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
-                      PINGPONG: cutlass.Constexpr, D: cutlass.Constexpr):
+                      PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr, D: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     m_blk, h, doc = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -151,72 +231,77 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 
             qstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, 1)
             pipe_q.consumer_wait(qstate)
-            rstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
-            if cutlass.const_expr(PINGPONG == 1):
+            if cutlass.const_expr(PINGPONG == 1):  # noqa: SIM102 - a compile-time test around a run-time one
                 # the GEMM turn (named barriers 3 and 4, both warpgroups): warpgroup 0 holds it first
                 if wg == 0:
                     cute.arch.barrier_arrive(barrier_id=3, number_of_threads=256)
-                cute.arch.barrier(barrier_id=3 + wg, number_of_threads=256)
-            for i in cutlass.range(n_blocks, unroll=1):
-                blk = n_blocks - 1 - i
-                n_valid = n_k - blk * BN                     # keys of this block inside the document (>= BN but 1st)
-                # ---- S = Q K^T
-                acc_s.fill(0.0)
-                pipe_k.consumer_wait(rstate)
-                cute.nvgpu.warpgroup.fence()
-                for kb in cutlass.range_constexpr(D // 16):
-                    cute.gemm(mma_qk, acc_s, tSrQ[(None, None, kb)], tSrK[(None, None, kb, rstate.index)], acc_s)
-                cute.nvgpu.warpgroup.commit_group()
-                if cutlass.const_expr(PINGPONG == 1):
-                    cute.arch.barrier_arrive(barrier_id=4 - wg, number_of_threads=256)   # the other's turn
-                cute.nvgpu.warpgroup.wait_group(0)
-                pipe_k.consumer_release(rstate)
-                if i == 0:
-                    for j in cutlass.range_constexpr(cute.size(acc_s)):
-                        _, n = tScS[j]
-                        if n >= n_valid:
-                            acc_s[j] = float("-inf")
-                # ---- online softmax (rows shared by the 4 threads of a quad)
-                for r in cutlass.range_constexpr(2):
-                    alpha[r] = row_max[r]
-                for r in cutlass.range_constexpr(2):
-                    for c in cutlass.range_constexpr(BN // 4):
-                        row_max[r] = cute.arch.fmax(row_max[r], s_mn[(r, c)])
-                    row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=1))
-                    row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=2))
-                    # a row whose keys so far all score -inf: exponents against 0, so p = 0 and alpha = 0, not NaN
-                    # (the last-first order can meet it: a partial block whose one key is -inf for this row)
-                    m_scaled[r] = row_max[r] * SCALE_LOG2
-                    if row_max[r] == float("-inf"):
-                        m_scaled[r] = 0.0
-                    alpha[r] = cute.math.exp2(alpha[r] * SCALE_LOG2 - m_scaled[r], fastmath=True)
-                    row_sum[r] = row_sum[r] * alpha[r]
-                    for c in cutlass.range_constexpr(BN // 4):
-                        s_mn[(r, c)] = cute.math.exp2(s_mn[(r, c)] * SCALE_LOG2 - m_scaled[r], fastmath=True)
-                        row_sum[r] = row_sum[r] + s_mn[(r, c)]
-                    for c in cutlass.range_constexpr(D // 4):
-                        o_mn[(r, c)] = o_mn[(r, c)] * alpha[r]
-                # P in the A operand's shape: the same element order (see above), converted in pairs
-                r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
-                # ---- O += P V
-                pipe_v.consumer_wait(rstate)
-                if i == 0:
-                    # rows past the document's end belong to the next document: zero them for this warpgroup
-                    for e in cutlass.range(wg_tid, (BN - n_valid) * D, 128, unroll=1):
-                        sV[(n_valid + e // D, e % D, rstate.index)] = cutlass.BFloat16(0.0)
-                    cute.arch.fence_view_async_shared()
-                    cute.arch.barrier(barrier_id=1 + wg, number_of_threads=128)
-                if cutlass.const_expr(PINGPONG == 1):
-                    cute.arch.barrier(barrier_id=3 + wg, number_of_threads=256)      # this one's turn: PV, next QK
-                cute.nvgpu.warpgroup.fence()
-                for kb in cutlass.range_constexpr(BN // 16):
-                    cute.gemm(mma_pv, acc_o, r_p[(None, None, kb)], tOrVt[(None, None, kb, rstate.index)], acc_o)
-                cute.nvgpu.warpgroup.commit_group()
-                cute.nvgpu.warpgroup.wait_group(0)
-                pipe_v.consumer_release(rstate)
-                rstate.advance()
-            if cutlass.const_expr(PINGPONG == 1):
-                cute.arch.barrier_arrive(barrier_id=4 - wg, number_of_threads=256)
+            n_valid = n_k - (n_blocks - 1) * BN      # keys of the first (last, partial) block inside the document
+            if cutlass.const_expr(OVERLAP == 0):
+                rstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
+                _turn_wait(wg, PINGPONG)
+                for i in cutlass.range(n_blocks, unroll=1):
+                    pipe_k.consumer_wait(rstate)
+                    _gemm(mma_qk, acc_s, tSrQ, tSrK, rstate.index, D // 16, 1)     # S = Q K^T
+                    _turn_pass(wg, PINGPONG)
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    pipe_k.consumer_release(rstate)
+                    if i == 0:
+                        _mask_keys(acc_s, tScS, n_valid)
+                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)
+                    _rescale(o_mn, alpha, D)
+                    # P in the A operand's shape: the same element order (see above), converted in pairs
+                    r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                    pipe_v.consumer_wait(rstate)
+                    if i == 0:
+                        _zero_v_rows(sV, rstate.index, n_valid, wg_tid, wg, BN, D)
+                    _turn_wait(wg, PINGPONG)
+                    _gemm(mma_pv, acc_o, r_p, tOrVt, rstate.index, BN // 16, 0)     # O += P V
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    pipe_v.consumer_release(rstate)
+                    rstate.advance()
+                _turn_pass(wg, PINGPONG)
+            else:
+                # FA3's intra-warpgroup overlap: block i's QK^T runs on the tensor cores while block i - 1's PV is
+                # issued behind it, and the softmax of block i overlaps that PV; P and O are touched only after it
+                kstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
+                vstate = cutlass.pipeline.make_pipeline_state(cutlass.pipeline.PipelineUserType.Consumer, STAGES)
+                if n_blocks > 0:
+                    pipe_k.consumer_wait(kstate)
+                    _turn_wait(wg, PINGPONG)
+                    _gemm(mma_qk, acc_s, tSrQ, tSrK, kstate.index, D // 16, 1)
+                    _turn_pass(wg, PINGPONG)
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    pipe_k.consumer_release(kstate)
+                    kstate.advance()
+                    _mask_keys(acc_s, tScS, n_valid)
+                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)      # O is 0: no rescale
+                    r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                    for i in cutlass.range(1, n_blocks, unroll=1):
+                        pipe_k.consumer_wait(kstate)
+                        _turn_wait(wg, PINGPONG)
+                        _gemm(mma_qk, acc_s, tSrQ, tSrK, kstate.index, D // 16, 1)
+                        pipe_v.consumer_wait(vstate)
+                        if i == 1:
+                            _zero_v_rows(sV, vstate.index, n_valid, wg_tid, wg, BN, D)
+                        _gemm(mma_pv, acc_o, r_p, tOrVt, vstate.index, BN // 16, 0)
+                        _turn_pass(wg, PINGPONG)
+                        cute.nvgpu.warpgroup.wait_group(1)       # this block's S is ready; the PV may still run
+                        pipe_k.consumer_release(kstate)
+                        kstate.advance()
+                        _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)
+                        cute.nvgpu.warpgroup.wait_group(0)       # the PV is done: O and P may change
+                        pipe_v.consumer_release(vstate)
+                        vstate.advance()
+                        _rescale(o_mn, alpha, D)
+                        r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                    pipe_v.consumer_wait(vstate)
+                    if n_blocks == 1:
+                        _zero_v_rows(sV, vstate.index, n_valid, wg_tid, wg, BN, D)
+                    _turn_wait(wg, PINGPONG)
+                    _gemm(mma_pv, acc_o, r_p, tOrVt, vstate.index, BN // 16, 0)
+                    _turn_pass(wg, PINGPONG)
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    pipe_v.consumer_release(vstate)
 
             # ---- epilogue: out = acc / l (no key block: acc = 0 and out 0), bf16, rows inside the document
             for r in cutlass.range_constexpr(2):
@@ -236,7 +321,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 @cute.jit
 def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, cu_q: cute.Tensor,
                     cu_k: cute.Tensor, stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr,
-                    STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr):
+                    STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr):
     bf16 = cutlass.BFloat16
     # S = Q K^T: two warpgroups stacked along M, m64 x BN x k16, both operands K-major in shared memory
     mma_qk = cute.make_tiled_mma(cute.make_mma_atom(cute.nvgpu.warpgroup.MmaF16BF16Op(
@@ -261,7 +346,7 @@ def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
         cute.slice_(kv_layout, (None, None, 0)), (BN, HEAD_DIM))
     grid = (cute.ceil_div(q.shape[0], BM), q.shape[1], cu_q.shape[0] - 1)
     _attention_kernel(tma_q, mQ, tma_k, mK, tma_v, mV, out, cu_q, cu_k, mma_qk, mma_pv, q_layout, kv_layout,
-                      BM, BN, STAGES, PINGPONG, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
+                      BM, BN, STAGES, PINGPONG, OVERLAP, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
 @cute.kernel
@@ -290,7 +375,7 @@ def _packed(x, ALIGN):
     return y
 
 
-def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, ALIGN=8):
+def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=0, ALIGN=8):
     n_rows, n_heads, head_dim = q.shape
     if (BM + 2 * STAGES * BN) * HEAD_DIM * 2 + 2048 > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
@@ -298,5 +383,5 @@ def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPO
     if n_rows == 0:
         return out
     K.cute_launch(_attention_host, _packed(q, ALIGN), _packed(k, ALIGN), _packed(v, ALIGN), out, cu_seqlens_q,
-                  cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES, PINGPONG=PINGPONG)
+                  cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)
     return out

@@ -129,7 +129,7 @@ op = get_op_group("attention")
 shape = next(s for s in op.interp_shapes if s.name == "cross_docs")
 out = []
 for layout, cfg in ((0, load_space("attention").select("attention_cute").heuristic()),
-                    (2, {"BM": 128, "BN": 64, "STAGES": 3, "PINGPONG": 1})):
+                    (2, {"BM": 128, "BN": 64, "STAGES": 3, "PINGPONG": 1, "OVERLAP": 1})):
     q, k, v, cu_q, cu_k = op.make_inputs(shape, 7, "cpu", layout)
     packed = [t for t in (q, k, v) if not (t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0
                                            and t.storage_offset() % 8 == 0)]
@@ -155,8 +155,8 @@ print(json.dumps(out))
 
 
 def test_attention_template_compiles_for_sm90(tmp_path):
-    """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages, ping-pong: Q, K
-    and V by 3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
+    """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages, ping-pong and
+    intra-warpgroup overlap: Q, K and V by 3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
     over the keys), one ex2.approx per score and two per row pair for the rescale, P converted in pairs, the proxy
     fence before the zeroed V rows are read by wgmma, and nothing in local memory. The odd layout (2) has tensors
     TMA cannot read, which the launch packs first: that copy kernel compiles too."""
@@ -169,15 +169,16 @@ def test_attention_template_compiles_for_sm90(tmp_path):
                        timeout=600, env=env, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     wide, narrow = json.loads(r.stdout.strip().splitlines()[-1])
-    for c, bn in ((wide, 128), (narrow, 64)):
-        ops = c["ops"]
+    for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2)):   # OVERLAP 1: the first block's QK^T and softmax and
+        ops = c["ops"]                                            # the last block's PV are peeled off the loop
         assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and ops.get("fence.proxy.async.shared::cta")
         assert ops.get("setmaxnreg.inc.sync.aligned.u32") and ops.get("setmaxnreg.dec.sync.aligned.u32")
-        want = collections.Counter({f"m64n{bn}k16": 128 // 16})        # QK^T: the head dim in steps of 16
-        want["m64n128k16"] += bn // 16                                  # PV: the block's keys in steps of 16
+        want = collections.Counter({f"m64n{bn}k16": copies * 128 // 16})   # QK^T: the head dim in steps of 16
+        want["m64n128k16"] += copies * bn // 16                              # PV: the block's keys in steps of 16
         got = {k.split(".")[4]: n for k, n in ops.items() if k.startswith("wgmma.mma_async")}
         assert got == dict(want) and all(k.endswith(".f32.bf16.bf16") for k in ops if k.startswith("wgmma"))
-        assert ops.get("ex2.approx.ftz.f32") == bn // 2 + 2 and ops.get("cvt.rn.bf16x2.f32", 0) >= bn // 4
+        assert ops.get("ex2.approx.ftz.f32") == copies * (bn // 2 + 2) and ops.get("cvt.rn.bf16x2.f32", 0) >= bn // 4
         assert not ops.get("ld.local") and not ops.get("st.local")
     assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"]
-    assert not wide["ops"].get("bar.arrive") and narrow["ops"].get("bar.arrive") == 3   # PINGPONG 1: the GEMM turn
+    # PINGPONG 1 with OVERLAP 1: the GEMM turn handed on at the start, after the first QK^T, in the loop and at the end
+    assert not wide["ops"].get("bar.arrive") and narrow["ops"].get("bar.arrive") == 4
