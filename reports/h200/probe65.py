@@ -1,9 +1,11 @@
 """H200 probe 65 (prepared in the fifteenth session; outside the judge, not a verdict): the first run of the CuTe
-attention template (rsi/templates/attention_cute.py) on a GPU. Per shape and layout: rel-L2 and max-abs error
-against the op's reference and whether NaN/Inf appear where the reference has none (a diagnosis for a failed
-verdict); then at the timed buckets its heuristic beside the Triton template's and SDPA cuDNN (prepare outside the
-timed call, as the judge), one interleaved loop, paired ratio CIs against cuDNN.
-Usage: python reports/h200/probe65.py OUT.json [REPS]"""
+attention template (rsi/templates/attention_cute.py) on a GPU. Per schedule (its heuristic, then PINGPONG, OVERLAP
+and both), shape and layout: rel-L2 and max-abs error against the op's reference and whether NaN/Inf appear where
+the reference has none (a diagnosis for a failed verdict); then at the timed buckets the four schedules beside the
+Triton template's heuristic and SDPA cuDNN (prepare outside the timed call, as the judge), one interleaved loop,
+paired ratio CIs against cuDNN. --smoke: the heuristic at two small shapes only, exit status 1 on an error or a
+non-finite output where the reference is finite (run first under a short timeout: a hang shows as a kill).
+Usage: python reports/h200/probe65.py OUT.json [REPS] [--smoke]"""
 import json
 import sys
 
@@ -18,47 +20,65 @@ from rsi.templates import attention_cute as cute_tpl
 
 SPACE = load_space("attention")
 CUTE = SPACE.select("attention_cute").heuristic()
+SCHEDULES = {"cute": CUTE, "cute_pp": {**CUTE, "PINGPONG": 1}, "cute_ov": {**CUTE, "OVERLAP": 1},
+             "cute_pp_ov": {**CUTE, "PINGPONG": 1, "OVERLAP": 1}}
 TRITON = SPACE.heuristic()
 
 
-def errors(op, shape, layout):
+def errors(op, name, shape, layout):
     inputs = op.make_inputs(shape, 11, "cuda", layout)
     ref = op.reference(*inputs).float()
-    out = cute_tpl.launch(*inputs, **CUTE).float()
+    out = cute_tpl.launch(*inputs, **SCHEDULES[name]).float()
     torch.cuda.synchronize()
     fin = torch.isfinite(ref)
     d = (out - ref)[fin]
-    return {"shape": shape.name, "layout": layout, "rel_l2": (d.norm() / ref[fin].norm()).item(),
+    return {"schedule": name, "shape": shape.name, "layout": layout, "rel_l2": (d.norm() / ref[fin].norm()).item(),
             "max_abs": d.abs().max().item() if d.numel() else 0.0,
             "nonfinite_where_ref_finite": int((~torch.isfinite(out) & fin).sum()),
             "nonfinite_ref": int((~fin).sum())}
+
+
+def smoke(op, out_path):
+    rows = []
+    for shape in (s for s in op.interp_shapes if s.name in ("two_docs", "cross_docs")):
+        row = errors(op, "cute", shape, 0)
+        rows.append(row)
+        print(row, flush=True)
+    with open(out_path, "w") as f:
+        json.dump({"note": __doc__, "smoke": rows}, f, indent=1, default=str)
+    return 0 if all(r["nonfinite_where_ref_finite"] == 0 and r["rel_l2"] < 1e-2 for r in rows) else 1
 
 
 def main():
     out_path = sys.argv[1]
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     op = get_op_group("attention")
+    if "--smoke" in sys.argv:
+        sys.exit(smoke(op, out_path))
     res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "cute": CUTE,
            "triton": TRITON, "errors": [], "timing": []}
     odd = [s for s in op.odd_shapes if s.name in ("cross_docs", "odd_text")]
-    for shape in [*op.interp_shapes, *odd]:
-        for layout in (0, 1, 2):
-            try:
-                row = errors(op, shape, layout)
-            except Exception as e:   # noqa: BLE001 - a probe: record the failure and go on
-                row = {"shape": shape.name, "layout": layout, "error": f"{type(e).__name__}: {e}"[:400]}
-            res["errors"].append(row)
-            print(row, flush=True)
-            with open(out_path, "w") as f:
-                json.dump(res, f, indent=1, default=str)
+    for name in SCHEDULES:
+        for shape in [*op.interp_shapes, *odd]:
+            for layout in (0, 1, 2) if name == "cute" else (0,):
+                try:
+                    row = errors(op, name, shape, layout)
+                except Exception as e:   # noqa: BLE001 - a probe: record the failure and go on
+                    row = {"schedule": name, "shape": shape.name, "layout": layout,
+                           "error": f"{type(e).__name__}: {e}"[:400]}
+                res["errors"].append(row)
+                print(row, flush=True)
+                with open(out_path, "w") as f:
+                    json.dump(res, f, indent=1, default=str)
     cudnn = next(b for b in op.baselines if b.name == "sdpa_cudnn")
     for bucket in ("ltx_video", "h3_stage1", "ltx_text", "h3_full"):
         shape = next(s for s in op.shapes if s.name == bucket)
         sets = [op.make_inputs(shape, 1000 + i, "cuda") for i in range(2)]
         prepared = {id(s[0]): cudnn.args(s) for s in sets}
         impls = {"sdpa_cudnn": lambda *a, p=prepared: cudnn.fn(*p[id(a[0])]),
-                 "triton": lambda *a: triton_tpl.launch(*a, **TRITON),
-                 "cute": lambda *a: cute_tpl.launch(*a, **CUTE)}
+                 "triton": lambda *a: triton_tpl.launch(*a, **TRITON)}
+        for name, cfg in SCHEDULES.items():
+            impls[name] = lambda *a, c=cfg: cute_tpl.launch(*a, **c)
         ref = impls["sdpa_cudnn"](*sets[0]).float()
         errs = {n: ((f(*sets[0]).float() - ref).norm() / ref.norm()).item() for n, f in impls.items()}
         torch.cuda.synchronize()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200 run 65 (prepared in the fifteenth session, not yet run): the first GPU run of the CuTe attention template
-# (rsi/templates/attention_cute.py). Probe 65 (its errors per shape and layout, then its heuristic timed beside the
-# Triton template and SDPA cuDNN), then `rsi search --op-group attention --template attention_cute --budget 2` under
+# (rsi/templates/attention_cute.py). A smoke test (two small shapes under a 90 s cap: a hang shows as a kill), then
+# probe 65 (the errors of its four schedules per shape and layout, then the four timed beside the Triton template
+# and SDPA cuDNN), then `rsi search --op-group attention --template attention_cute --budget 2` under
 # the sandboxed judge on a scratch copy of the lock. Two calls to one warm machine (docs/cute.md, "On the H200"):
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
 #   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run65.sh a
@@ -14,10 +15,16 @@ fi
 setup_run run65
 install_cute || exit 1
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
-run probe65 180 python3 reports/h200/probe65.py "$R/probe65.json" 10
+run smoke 90 python3 reports/h200/probe65.py "$R/smoke.json" 1 --smoke
+ok=$(python3 -c "import json; r = json.load(open('$R/smoke.json'))['smoke']; print(len(r) == 2 and all(
+  x['nonfinite_where_ref_finite'] == 0 and x['rel_l2'] < 1e-2 for x in r))" 2>/dev/null)
+if [ "$ok" != True ]; then   # wrong, failed or hung: the rest would only repeat it
+  echo "smoke failed: no probe, no search"; tar -czf "$OUT/run65.tgz" -C /tmp run65; exit 1
+fi
+run probe65 220 python3 reports/h200/probe65.py "$R/probe65.json" 10
 W=/tmp/ws65; rm -rf "$W"; mkdir -p "$W"; cp -r verified_kernels "$W/"
-run search 360 python3 -m rsi --root "$W" search --op-group attention --template attention_cute --gpu h200 \
-  --budget 2,5m --candidate-timeout 240 --summary-out "$R/search_attention_cute.json"
+run search 270 python3 -m rsi --root "$W" search --op-group attention --template attention_cute --gpu h200 \
+  --budget 2,4m --candidate-timeout 200 --summary-out "$R/search_attention_cute.json"
 python3 -m rsi --root "$W" show --run "$(python3 -c "import json; print(json.load(open('$R/search_attention_cute.json'))['run_id'])")" \
   --limit 20 > "$R/show.txt" 2>&1
 cp "$W/.rsi/rsi.db" "$R/rsi.db" 2>/dev/null; cp -r "$W/verified_kernels" "$R/verified_kernels_scratch"
