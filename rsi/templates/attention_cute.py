@@ -100,6 +100,13 @@ def _online_softmax(s_mn, row_max, row_sum, alpha,
 
 
 @cute.jit
+def _to_p(acc_s, r_p):
+    """P (bf16, the PV product's A operand) from the exponentiated scores: the accumulator's element order is the
+    operand's, so a view of acc_s in r_p's shape converts element for element, in pairs (cvt.rn.bf16x2)."""
+    r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+
+
+@cute.jit
 def _rescale(o_mn, alpha, D: cutlass.Constexpr):
     for r in cutlass.range_constexpr(2):
         for c in cutlass.range_constexpr(D // 4):
@@ -249,8 +256,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         _mask_keys(acc_s, tScS, n_valid)
                     _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)
                     _rescale(o_mn, alpha, D)
-                    # P in the A operand's shape: the same element order (see above), converted in pairs
-                    r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                    _to_p(acc_s, r_p)
                     pipe_v.consumer_wait(rstate)
                     if i == 0:
                         _zero_v_rows(sV, rstate.index, n_valid, wg_tid, wg, BN, D)
@@ -275,7 +281,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                     kstate.advance()
                     _mask_keys(acc_s, tScS, n_valid)
                     _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)      # O is 0: no rescale
-                    r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                    _to_p(acc_s, r_p)
                     for i in cutlass.range(1, n_blocks, unroll=1):
                         pipe_k.consumer_wait(kstate)
                         _turn_wait(wg, PINGPONG)
@@ -293,7 +299,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         pipe_v.consumer_release(vstate)
                         vstate.advance()
                         _rescale(o_mn, alpha, D)
-                        r_p.store(cute.composition(acc_s, cute.make_layout(r_p.shape)).load().to(cutlass.BFloat16))
+                        _to_p(acc_s, r_p)
                     pipe_v.consumer_wait(vstate)
                     if n_blocks == 1:
                         _zero_v_rows(sV, vstate.index, n_valid, wg_tid, wg, BN, D)
