@@ -52,12 +52,16 @@ from rsi import kernel as K
 HEAD_DIM = 128
 SCALE_LOG2 = 0.08838834764831845 * 1.4426950408889634   # log2(e) / sqrt(128)
 SMEM_BYTES = 232448       # the H200's shared memory per block (227 KiB)
+FLOAT_LOWEST = -3.4028234663852886e38
 
 
 @cute.jit
 def _gemm(mma, acc, frag_a, frag_b, stage, K_STEPS: cutlass.Constexpr, ZERO: cutlass.Constexpr):
     """Issue acc (+)= A B over K_STEPS k16 steps and commit the group (not waited): A is the Q descriptors (ZERO 1: S
-    starts from 0, the accumulator is filled first) or the bf16 P registers, B the stage's K or V^T descriptors."""
+    starts from 0, the accumulator is filled first) or the bf16 P registers, B the stage's K or V^T descriptors.
+    The fill, not the MMA's scale-d: setting ACCUMULATE False for the first step and True after it on the tiled MMA
+    compiled to one predicate (1) for all steps (checked in the PTX here); ptxas folds the zeros into the first
+    wgmma (RZ), so the fill costs no instructions in the SASS."""
     if cutlass.const_expr(ZERO == 1):
         acc.fill(0.0)
     cute.nvgpu.warpgroup.fence()
@@ -76,8 +80,8 @@ def _mask_keys(acc_s, tScS, n_valid):
 
 
 @cute.jit
-def _online_softmax(s_mn, row_max, row_sum, alpha,
-                    m_scaled, BN: cutlass.Constexpr):
+def _online_softmax(s_mn, row_max: cute.Tensor, row_sum: cute.Tensor, alpha: cute.Tensor, m_scaled: cute.Tensor,
+                    BN: cutlass.Constexpr):
     """One key block of the online softmax on this thread's (2 rows, BN / 4) scores, rows shared by the 4 threads of a
     quad: row_max to the new maxima, the scores to p = 2^(s c - m c) in place, alpha = 2^((m_old - m) c), row_sum =
     row_sum alpha + this thread's sum of p."""
@@ -87,11 +91,10 @@ def _online_softmax(s_mn, row_max, row_sum, alpha,
             row_max[r] = cute.arch.fmax(row_max[r], s_mn[(r, c)])
         row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=1))
         row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=2))
-        # a row whose keys so far all score -inf: exponents against 0, so p = 0 and alpha = 0, not NaN (the
-        # last-first order can meet it: a partial block whose one key is -inf for this row)
-        m_scaled[r] = row_max[r] * SCALE_LOG2
-        if row_max[r] == float("-inf"):
-            m_scaled[r] = 0.0
+        # a row whose keys so far all score -inf: exponents against the lowest finite float, so p = 0 and alpha =
+        # 0, not NaN (the last-first order can meet it: a partial block whose one key is -inf for this row); a max,
+        # not a branch, so that nothing splits the softmax the PV product overlaps (OVERLAP 1)
+        m_scaled[r] = cute.arch.fmax(row_max[r] * SCALE_LOG2, FLOAT_LOWEST)
         alpha[r] = cute.math.exp2(alpha[r] * SCALE_LOG2 - m_scaled[r], fastmath=True)
         row_sum[r] = row_sum[r] * alpha[r]
         for c in cutlass.range_constexpr(BN // 4):
@@ -107,7 +110,7 @@ def _to_p(acc_s, r_p):
 
 
 @cute.jit
-def _rescale(o_mn, alpha, D: cutlass.Constexpr):
+def _rescale(o_mn, alpha: cute.Tensor, D: cutlass.Constexpr):
     for r in cutlass.range_constexpr(2):
         for c in cutlass.range_constexpr(D // 4):
             o_mn[(r, c)] = o_mn[(r, c)] * alpha[r]
