@@ -21,7 +21,9 @@ Three warpgroups per CTA:
     operand's ((2, 2, 2), BN / 16) element for element, so P goes over with no shuffle.
   * the first (partial) key block masks the scores of keys past the document's end to -inf, and zeroes those rows of
     its V tile in shared memory before the PV product (they are the next document's rows: p = 0 does not cancel
-    an Inf or NaN there; the op's special cases put them in), then a proxy fence and a warpgroup barrier.
+    an Inf or NaN there; the op's special cases put them in), then a proxy fence and a warpgroup barrier. A row
+    whose keys so far all score -inf (that block's one key, say) exponentiates against the lowest float, not its
+    -inf maximum, so its p and alpha are 0, not NaN.
   * PINGPONG 1 (FA3's inter-warpgroup schedule): two named barriers pass a GEMM turn between the consumer warpgroups,
     so that one issues its PV product and the next block's QK^T while the other runs its softmax; a warpgroup holds
     the turn from before its PV product to just after issuing the next QK^T (warpgroup 0 holds it first). 0: the
@@ -37,11 +39,13 @@ Host rules: q, k, v with a unit element stride and row stride, head stride and s
 elements (16 bytes: TMA); other layouts are first copied to contiguous scratch by ``_pack`` (the op group's odd
 layouts, not its timed ones). The output is contiguous [S, H, 128]; its offsets are 32-bit (S H 128 < 2**31 at
 every shape of the op group). K.cute_launch compiles per shape.
+Limits: head dim 128 only, the op's (its dims carry head_dim, so dispatch never hands it another); with one head
+(H = 1, no shape of the op group) the static layout drops the head mode and the TMA copies become 2-D, the case
+behind fp8_gemm_cute's run-47 fault.
 Written in the fifteenth session from the CuTe DSL's API (facts from flash-attn's SM90 CuTe forward and quack's
 layout helpers, read for the accumulator / operand layouts and the pipeline structure; no code copied). Config: BM
-(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG, OVERLAP. The template serves head dim
-128 only, the op's (its dims carry head_dim, so dispatch never hands it another). Compiled for sm_90a on the CPU only
-(tests/unit/test_attention_cute_compile.py); not yet run on a GPU.
+(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG, OVERLAP. Compiled for sm_90a
+on the CPU only (tests/unit/test_cute_compile.py, reports/cpu/attention_cute_ptxas.py); not yet run on a GPU.
 """
 
 import cutlass
