@@ -349,17 +349,21 @@ def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
     # TMA over (S, 128, H) views of q, k, v (rows, the head dim, heads): boxes of BM or BN rows x 128 of one head
     kv_layout = cute.tile_to_shape(atom, (BN, HEAD_DIM, STAGES), order=(0, 1, 2))
     tma_q, mQ = cute.nvgpu.cpasync.make_tiled_tma_atom(
-        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), cute.make_tensor(q.iterator, cute.select(q.layout, mode=[0, 2, 1])),
+        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),
+        cute.make_tensor(q.iterator, cute.select(q.layout, mode=[0, 2, 1])),
         q_layout, (BM, HEAD_DIM))
     tma_k, mK = cute.nvgpu.cpasync.make_tiled_tma_atom(
-        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), cute.make_tensor(k.iterator, cute.select(k.layout, mode=[0, 2, 1])),
+        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),
+        cute.make_tensor(k.iterator, cute.select(k.layout, mode=[0, 2, 1])),
         cute.slice_(kv_layout, (None, None, 0)), (BN, HEAD_DIM))
     tma_v, mV = cute.nvgpu.cpasync.make_tiled_tma_atom(
-        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), cute.make_tensor(v.iterator, cute.select(v.layout, mode=[0, 2, 1])),
+        cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),
+        cute.make_tensor(v.iterator, cute.select(v.layout, mode=[0, 2, 1])),
         cute.slice_(kv_layout, (None, None, 0)), (BN, HEAD_DIM))
     grid = (cute.ceil_div(q.shape[0], BM), q.shape[1], cu_q.shape[0] - 1)
     _attention_kernel(tma_q, mQ, tma_k, mK, tma_v, mV, out, cu_q, cu_k, mma_qk, mma_pv, q_layout, kv_layout,
-                      BM, BN, STAGES, PINGPONG, OVERLAP, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
+                      BM, BN, STAGES, PINGPONG, OVERLAP, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1),
+                                                                         stream=stream)
 
 
 @cute.kernel

@@ -143,7 +143,8 @@ for layout, cfg in ((0, load_space("attention").select("attention_cute").heurist
         for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
             os.remove(f)
         cute.compile(fn, *compile_args)
-        ptxs[fn.__name__] = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
+        dump = os.environ["CUTE_DSL_DUMP_DIR"]
+        ptxs[fn.__name__] = "".join(open(f).read() for f in glob.glob(os.path.join(dump, "*.ptx")))
     ptx = ptxs["_attention_host"]
     ops = collections.Counter(re.findall(r"wgmma\.mma_async[.a-z0-9_]*|cp\.async\.bulk\.tensor\.3d\.shared[^.]*|"
                                          r"setmaxnreg[.a-z0-9]*|ex2\.approx[.a-z0-9]*|cvt\.rn\.bf16x2\.f32|"
@@ -156,10 +157,11 @@ print(json.dumps(out))
 
 def test_attention_template_compiles_for_sm90(tmp_path):
     """rsi/templates/attention_cute.py at the heuristic (128 keys a block) and at 64 keys, 3 stages, ping-pong and
-    intra-warpgroup overlap: Q, K and V by 3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block (S = Q K^T over the head dim, O += P V
-    over the keys), one ex2.approx per score and two per row pair for the rescale, P converted in pairs, the proxy
-    fence before the zeroed V rows are read by wgmma, and nothing in local memory. The odd layout (2) has tensors
-    TMA cannot read, which the launch packs first: that copy kernel compiles too."""
+    intra-warpgroup overlap: Q, K and V by 3-D TMA, the register split, BN / 16 + 8 bf16 warpgroup MMAs a key block
+    (S = Q K^T over the head dim, O += P V over the keys; the overlap peels one of each off its loop), one ex2.approx
+    per score and two per row pair for the rescale, P converted in pairs, the proxy fence before the zeroed V rows
+    are read by wgmma, and nothing in local memory. The odd layout (2) has tensors TMA cannot read, which the launch
+    packs first: that copy kernel compiles too."""
     pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
            "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
