@@ -31,7 +31,9 @@ Three warpgroups per CTA:
   * OVERLAP 1 (FA3's intra-warpgroup schedule): block i's QK^T and block i - 1's PV are issued together, the softmax
     of block i runs under that PV (wait_group(1)), and O's rescale and the new P wait for it (wait_group(0)); the
     first block's QK^T and softmax and the last block's PV are peeled off the loop. K and V then keep their own
-    pipeline states, V one block behind. 0: each block's QK^T, softmax and PV in turn.
+    pipeline states, V one block behind. 0: each block's QK^T, softmax and PV in turn. As compiled (ptxas 13.0 and
+    the DSL's own compiler), the wait for the PV lands before the exponentials, which the compiler sinks below it,
+    so only the row maxima overlap the PV (docs/cute.md).
   * the epilogue divides by the row sums (a query document facing an empty key document: no key block ran, the
     output is 0, as the reference's) and stores bf16 rows < the document's end, element by element.
 With two consumer warpgroups the producer keeps 40 registers a thread and the consumers take 232.
