@@ -59,6 +59,7 @@ HEAD_DIM = 128
 SCALE_LOG2 = 0.08838834764831845 * 1.4426950408889634   # log2(e) / sqrt(128)
 SMEM_BYTES = 232448       # the H200's shared memory per block (227 KiB)
 FLOAT_LOWEST = -3.4028234663852886e38
+PARTS = 4                 # independent chains for a row's max and sum (BN / 4 >= 16 values a row)
 
 
 @cute.jit
@@ -87,25 +88,34 @@ def _mask_keys(acc_s, tScS, n_valid):
 
 @cute.jit
 def _online_softmax(s_mn, row_max: cute.Tensor, row_sum: cute.Tensor, alpha: cute.Tensor, m_scaled: cute.Tensor,
-                    BN: cutlass.Constexpr):
+                    part: cute.Tensor, BN: cutlass.Constexpr):
     """One key block of the online softmax on this thread's (2 rows, BN / 4) scores, rows shared by the 4 threads of a
     quad: row_max to the new maxima, the scores to p = 2^(s c - m c) in place, alpha = 2^((m_old - m) c), row_sum =
-    row_sum alpha + this thread's sum of p."""
+    row_sum alpha + this thread's sum of p. The row maxima and sums run in PARTS independent chains (``part``), not
+    one chain of BN / 4 dependent instructions a row."""
     for r in cutlass.range_constexpr(2):
         alpha[r] = row_max[r]
-        for c in cutlass.range_constexpr(BN // 4):
-            row_max[r] = cute.arch.fmax(row_max[r], s_mn[(r, c)])
+        for k in cutlass.range_constexpr(PARTS):
+            part[k] = s_mn[(r, k)]
+        for c in cutlass.range_constexpr(PARTS, BN // 4):
+            part[c % PARTS] = cute.arch.fmax(part[c % PARTS], s_mn[(r, c)])
+        for k in cutlass.range_constexpr(PARTS):
+            row_max[r] = cute.arch.fmax(row_max[r], part[k])
         row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=1))
         row_max[r] = cute.arch.fmax(row_max[r], cute.arch.shuffle_sync_bfly(row_max[r], offset=2))
         # a row whose keys so far all score -inf: exponents against the lowest finite float, so p = 0 and alpha =
         # 0, not NaN (the last-first order can meet it: a partial block whose one key is -inf for this row); a max,
-        # not a branch, so that nothing splits the softmax the PV product overlaps (OVERLAP 1)
+        # not a branch
         m_scaled[r] = cute.arch.fmax(row_max[r] * SCALE_LOG2, FLOAT_LOWEST)
         alpha[r] = cute.math.exp2(alpha[r] * SCALE_LOG2 - m_scaled[r], fastmath=True)
-        row_sum[r] = row_sum[r] * alpha[r]
+        for k in cutlass.range_constexpr(PARTS):
+            part[k] = 0.0
         for c in cutlass.range_constexpr(BN // 4):
             s_mn[(r, c)] = cute.math.exp2(s_mn[(r, c)] * SCALE_LOG2 - m_scaled[r], fastmath=True)
-            row_sum[r] = row_sum[r] + s_mn[(r, c)]
+            part[c % PARTS] = part[c % PARTS] + s_mn[(r, c)]
+        row_sum[r] = row_sum[r] * alpha[r]
+        for k in cutlass.range_constexpr(PARTS):
+            row_sum[r] = row_sum[r] + part[k]
 
 
 @cute.jit
@@ -239,6 +249,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
             row_sum = cute.make_rmem_tensor((2,), cutlass.Float32)
             alpha = cute.make_rmem_tensor((2,), cutlass.Float32)
             m_scaled = cute.make_rmem_tensor((2,), cutlass.Float32)
+            part = cute.make_rmem_tensor((PARTS,), cutlass.Float32)
             row_max.fill(float("-inf"))
             row_sum.fill(0.0)
             acc_o.fill(0.0)
@@ -263,7 +274,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                     pipe_k.consumer_release(rstate)
                     if i == 0:
                         _mask_keys(acc_s, tScS, n_valid)
-                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)
+                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, part, BN)
                     _rescale(o_mn, alpha, D)
                     _to_p(acc_s, r_p)
                     pipe_v.consumer_wait(rstate)
@@ -289,7 +300,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                     pipe_k.consumer_release(kstate)
                     kstate.advance()
                     _mask_keys(acc_s, tScS, n_valid)
-                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)      # O is 0: no rescale
+                    _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, part, BN)      # O is 0: no rescale
                     _to_p(acc_s, r_p)
                     for i in cutlass.range(1, n_blocks, unroll=1):
                         pipe_k.consumer_wait(kstate)
@@ -303,7 +314,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         cute.nvgpu.warpgroup.wait_group(1)       # this block's S is ready; the PV may still run
                         pipe_k.consumer_release(kstate)
                         kstate.advance()
-                        _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, BN)
+                        _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, part, BN)
                         cute.nvgpu.warpgroup.wait_group(0)       # the PV is done: O and P may change
                         pipe_v.consumer_release(vstate)
                         vstate.advance()
