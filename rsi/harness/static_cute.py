@@ -162,8 +162,10 @@ METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "in
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
-# functions taking a coordinate, as an index does (argument position): it may not carry a shape test either
-COORDINATES = {"domain_offset": 0, "local_tile": 2, "crd2idx": 0}
+# functions taking a coordinate or a tile, as an index does (argument positions), and named barriers (their id and
+# thread count, by keyword): none may carry a shape test either
+COORDINATES = {"domain_offset": (0,), "local_tile": (1, 2), "crd2idx": (0,)}
+BARRIERS = frozenset({"barrier", "barrier_arrive"})
 LOOPS = frozenset({"range", "range_constexpr", "range_dynamic"})   # a mixed bound is a shape test (C4)
 SELECTS = frozenset({"min", "max", "clamp", "fmax", "fmin"})
 LAUNCH_KEYWORDS = frozenset({"grid", "block", "stream", "smem"})
@@ -540,10 +542,12 @@ class CuteFunction(_Function):
                           "CTA, no clusters or multicast", node)
         if leaf is not None:
             kinds = self.args(node)
-            if leaf in COORDINATES and node.args and self.expr(node.args[COORDINATES[leaf]]).mixed:
-                raise _Reject(f"{_src(node)} in {self.where}: a coordinate computed from tensor metadata with a "
-                              "constant folded in selects by shape, as an index would: special-casing shapes is not "
-                              "allowed", node)
+            steering = [a for i, a in enumerate(node.args) if i in COORDINATES.get(leaf, ())]
+            steering += [kw.value for kw in node.keywords if leaf in BARRIERS]
+            if any(self.expr(a).mixed for a in steering):
+                raise _Reject(f"{_src(node)} in {self.where}: a coordinate, tile or barrier computed from tensor "
+                              "metadata with a constant folded in selects by shape, as an index would: special-casing "
+                              "shapes is not allowed", node)
             if leaf in CUTE_METADATA:   # metadata of whatever it is given (cute.size(t), cute.arch.grid_dim())
                 return _Kind("S", leaf == "grid_dim" or not all(_is_const(a, self.consts) for a in node.args),
                              any(k.mixed for k in kinds))
@@ -589,6 +593,9 @@ class CuteFunction(_Function):
         for p, a in bound:
             if p is None:
                 raise _Reject(f"{self.where} passes a keyword {callee.name}() does not take", a)
+            if self.expr(a).mixed:   # inside the callee the parameter would be plain metadata, the constant forgotten
+                raise _Reject(f"{self.where} passes {_src(a)}, computed from tensor metadata with a constant folded in, "
+                              f"to {callee.name}(): special-casing shapes is not allowed", a)
             if annotation(self.mod, p.annotation, callee.name) in ("constexpr", "tensor") and self.expr(a).taint:
                 raise _Reject(f"{self.where} passes {_src(a)}, derived from tensor metadata, to the "
                               f"{_src(p.annotation)} parameter {p.arg} of {callee.name}(): shapes may not shed their "
