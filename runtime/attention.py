@@ -29,7 +29,8 @@ Cross-attention is always dense and goes through the ``attention`` op with one d
 rows) is the op's ``ltx_text`` bucket; the audio text and audio<->video cross-attention have head dim 64, which
 matches no bucket (head_dim is one of the op's dims), so they run the fallback (FA4, else SDPA). Attention outside
 the denoising loops (H3's text token refiner) is always dense. Time: CUDA events around every call (summed per stage
-once the request is done) or the host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the sparse densities.
+once the request is done) or the host clock on the CPU; ``report()`` gives seconds per stage, calls per path and the
+sparse densities.
 """
 
 from __future__ import annotations

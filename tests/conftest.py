@@ -34,7 +34,9 @@ def _seeds():
     yield
     # the flush-subnormals flag is process-wide: a test (or the code it runs) that leaves it set changes the bytes
     # of later tests in the same worker, so the test that leaks it fails here instead
-    if (torch.tensor([1e-40]) * 1.0).item() == 0.0:
+    from runtime.pipeline import flushing_denormals
+
+    if flushing_denormals():
         torch.set_flush_denormal(False)
         pytest.fail("this test left subnormals flushed (torch.set_flush_denormal) for the tests after it")
 

@@ -60,8 +60,8 @@ def _bounds(q, k, v, cu_seqlens) -> tuple:
 
 def _both_bounds(q, k, v, cu_seqlens_q, cu_seqlens_k=None) -> tuple:
     """(q, k, v, query bounds, key bounds) as host lists; one cu_seqlens serves both (self-attention groups)."""
-    bq = [int(b) for b in cu_seqlens_q.tolist()]
-    return q, k, v, bq, bq if cu_seqlens_k is None else [int(b) for b in cu_seqlens_k.tolist()]
+    bq = _bounds(q, k, v, cu_seqlens_q)[3]
+    return q, k, v, bq, bq if cu_seqlens_k is None else _bounds(q, k, v, cu_seqlens_k)[3]
 
 
 def per_document(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bq: list[int], bk: list[int],
