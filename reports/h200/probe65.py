@@ -5,7 +5,11 @@ the reference has none (a diagnosis for a failed verdict); then at the timed buc
 Triton template's heuristic and SDPA cuDNN (prepare outside the timed call, as the judge), one interleaved loop,
 paired ratio CIs against cuDNN. --smoke: the heuristic at two small shapes only, exit status 1 on an error or a
 non-finite output where the reference is finite (run first under a short timeout: a hang shows as a kill).
-Usage: python reports/h200/probe65.py OUT.json [REPS] [--smoke]"""
+--diagnose (run only when the smoke test fails, added in the sixteenth session before the first run): one document,
+one head, contiguous q, k, v, at rows 64..384 and three input kinds that separate the failing step: random, q = 0
+(uniform weights: tests P V and the row sums without the maxima) and v constant (the output must be that constant:
+tests the normalisation); per case the error, the number of wrong rows and the first wrong rows and columns.
+Usage: python reports/h200/probe65.py OUT.json [REPS] [--smoke|--diagnose]"""
 import json
 import sys
 
@@ -49,12 +53,46 @@ def smoke(op, out_path):
     return 0 if all(r["nonfinite_where_ref_finite"] == 0 and r["rel_l2"] < 1e-2 for r in rows) else 1
 
 
+def diagnose(op, out_path):
+    rows = []
+    for kind in ("random", "q_zero", "v_const"):
+        for S in (128, 64, 200, 256, 384):
+            for name in ("cute", "cute_pp"):
+                g = torch.Generator(device="cuda").manual_seed(S)
+                q, k, v = (torch.randn((S, 1, 128), generator=g, device="cuda").bfloat16() for _ in range(3))
+                if kind == "q_zero":
+                    q.zero_()
+                if kind == "v_const":
+                    v.fill_(0.5)
+                cu = torch.tensor([0, S], dtype=torch.int32, device="cuda")
+                row = {"kind": kind, "rows": S, "schedule": name}
+                try:
+                    ref = op.reference(q, k, v, cu, cu).float()
+                    out = cute_tpl.launch(q, k, v, cu, cu, **SCHEDULES[name]).float()
+                    torch.cuda.synchronize()
+                    bad = ~torch.isclose(out, ref, rtol=2e-2, atol=2e-2)
+                    bad_rows = bad.any(dim=2).any(dim=1).nonzero().flatten()
+                    bad_cols = bad.any(dim=0).any(dim=0).nonzero().flatten()
+                    row.update(rel_l2=((out - ref).norm() / ref.norm()).item(), n_bad_rows=len(bad_rows),
+                               first_bad_rows=bad_rows[:12].tolist(), first_bad_cols=bad_cols[:12].tolist(),
+                               nonfinite=int((~torch.isfinite(out)).sum()), out_00=out[0, 0, :4].tolist(),
+                               ref_00=ref[0, 0, :4].tolist())
+                except Exception as e:   # noqa: BLE001 - a probe: record the failure and go on
+                    row["error"] = f"{type(e).__name__}: {e}"[:400]
+                rows.append(row)
+                print(row, flush=True)
+                with open(out_path, "w") as f:
+                    json.dump({"note": __doc__, "diagnose": rows}, f, indent=1, default=str)
+
+
 def main():
     out_path = sys.argv[1]
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     op = get_op_group("attention")
     if "--smoke" in sys.argv:
         sys.exit(smoke(op, out_path))
+    if "--diagnose" in sys.argv:
+        return diagnose(op, out_path)
     res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "cute": CUTE,
            "triton": TRITON, "errors": [], "timing": []}
     odd = [s for s in op.odd_shapes if s.name in ("cross_docs", "odd_text")]
