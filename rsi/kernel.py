@@ -1,7 +1,8 @@
 """The kernel API: the only ``rsi`` module a candidate may import (README, "The contract").
 
 A candidate's host code may compute shapes, strides and grids, allocate its outputs with :func:`empty` /
-:func:`empty_like`, and launch ``@triton.jit`` kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through
+:func:`empty_like` (and workspace, such as a copy of an input in a layout its kernel can read, with :func:`scratch`:
+at most one copy of each input per call, and nothing in it lasts beyond the call), and launch ``@triton.jit`` kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through
 :func:`cute_launch`. It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
 rejects any other attribute of this module. The runtime and the judge's producer process load candidates the same
 way; what differs is invisible to a candidate: in the producer, outputs are carved out of guard-banded buffers the
@@ -42,7 +43,7 @@ next_power_of_2 = triton.next_power_of_2
 # what a candidate may name: rsi.harness.static checks every ``K.<name>`` against this set
 CANDIDATE_API = frozenset({
     "empty", "empty_like", "cdiv", "next_power_of_2", "bfloat16", "float16", "float32", "float64", "int8",
-    "int16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2", "cute_launch",
+    "int16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2", "cute_launch", "scratch",
 })
 
 CUTE_INSTALL = "CuTe DSL candidates need `pip install -e '.[cute]'` (nvidia-cutlass-dsl)"
@@ -53,6 +54,7 @@ def _plain(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
 
 
 _allocator: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] = _plain
+_scratch_allocator: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] = _plain
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -67,12 +69,22 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str) 
     (a context variable): a candidate allocates its outputs before it launches, so a kernel that makes TMA
     descriptors finds it set in the judge and the runtime alike."""
     triton.set_allocator(_tma_scratch)
+    return _allocator(_dims(shape, dtype), dtype, torch.device(device))
+
+
+def scratch(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """A new contiguous workspace tensor (uninitialized), never an output: in the judge it comes from a zone the
+    size of one copy of each input, filled with fresh random bytes before every call and not checked after it."""
+    return _scratch_allocator(_dims(shape, dtype), dtype, torch.device(device))
+
+
+def _dims(shape: Sequence[int], dtype: torch.dtype) -> tuple[int, ...]:
     dims = tuple(int(s) for s in shape)
     if any(d < 0 for d in dims):
         raise ValueError(f"negative size in {dims}")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch dtype (K.bfloat16, ...), not {type(dtype).__name__}")
-    return _allocator(dims, dtype, torch.device(device))
+    return dims
 
 
 def empty_like(t: torch.Tensor) -> torch.Tensor:
@@ -80,10 +92,13 @@ def empty_like(t: torch.Tensor) -> torch.Tensor:
     return empty(tuple(t.shape), t.dtype, t.device)
 
 
-def set_allocator(fn: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] | None) -> None:
-    """Harness only (the producer process): route output allocation through ``fn``; None restores the plain one."""
-    global _allocator
+def set_allocator(fn: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] | None,
+                  scratch_fn: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] | None = None) -> None:
+    """Harness only (the producer process): route output allocation through ``fn`` and workspace through
+    ``scratch_fn``; None restores the plain one."""
+    global _allocator, _scratch_allocator
     _allocator = fn or _plain
+    _scratch_allocator = scratch_fn or _plain
 
 
 def module_name(op: str) -> str:

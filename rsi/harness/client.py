@@ -3,7 +3,9 @@
 ``ProducerClient`` starts one producer (``rsi.harness.producer``) inside the sandbox and exchanges one strictly
 parsed reply per request (``rsi.harness.protocol``). ``Arenas`` are the judge-owned output buffers, refilled with
 random bytes before every call; ``outputs_from`` and ``guard_violation`` read a call's outputs and check the bytes
-around them. ``RemoteEntry`` is a producer as one entry of the timing loop (``rsi.harness.timing.interleave``).
+around them. An arena ends in a scratch zone (``scratch_bytes``: the size of the call's inputs) that the candidate
+may write through ``K.scratch`` (a kernel that first copies an input into a layout it can read); outputs may not lie
+in it, its bytes are not checked, and the fresh random fill of every call leaves nothing in it from the last. ``RemoteEntry`` is a producer as one entry of the timing loop (``rsi.harness.timing.interleave``).
 """
 
 from __future__ import annotations
@@ -167,12 +169,14 @@ class ProducerClient:
 class Arenas:
     """Two output arenas per producer and shape, used alternately; each is filled with random bytes per call."""
 
-    def __init__(self, mem: SharedMemory, client: ProducerClient, nbytes: int, gen: torch.Generator, base_id: int):
-        self.bufs, self.gen, self.nbytes = [], gen, nbytes
+    def __init__(self, mem: SharedMemory, client: ProducerClient, nbytes: int, gen: torch.Generator, base_id: int,
+                 scratch: int = 0):
+        """nbytes: the outputs' zone (``arena_bytes``); scratch: the scratch zone after it (``scratch_bytes``)."""
+        self.bufs, self.gen, self.nbytes, self.scratch = [], gen, nbytes, scratch
         self.ids = [base_id, base_id + 1]
         for k in self.ids:
-            buf, desc = mem.alloc(nbytes, client.scratch)
-            client.request(P.ARENA, {"id": k, "storage": desc})
+            buf, desc = mem.alloc(nbytes + scratch, client.scratch)
+            client.request(P.ARENA, {"id": k, "storage": desc, "scratch": scratch})
             self.bufs.append(buf)
         self.client, self.turn = client, 0
 
@@ -198,8 +202,18 @@ def arena_bytes(refs: tuple) -> int:
     return total + ARENA_SLACK
 
 
-def outputs_from(reply: P.Reply, buf: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The candidate's outputs as views of the judge's own arena (never memory the producer names freely)."""
+def scratch_bytes(inputs: tuple) -> int:
+    """The scratch zone of an arena: room for one contiguous copy of every tensor input (with its guard band)."""
+    total = 0
+    for x in inputs:
+        if torch.is_tensor(x):
+            total += -(-(x.numel() * x.element_size()) // ALIGN) * ALIGN + 2 * GUARD
+    return total
+
+
+def outputs_from(reply: P.Reply, buf: torch.Tensor, limit: int | None = None) -> tuple[torch.Tensor, ...]:
+    """The candidate's outputs as views of the judge's own arena (never memory the producer names freely), all
+    within its first ``limit`` bytes (the outputs' zone: not in the scratch zone after it)."""
     outs = []
     for i, o in enumerate(reply.outputs):
         if o.foreign:
@@ -212,12 +226,18 @@ def outputs_from(reply: P.Reply, buf: torch.Tensor) -> tuple[torch.Tensor, ...]:
             outs.append(make_view(buf.untyped_storage(), dt, o.shape, o.stride, o.offset // esize))
         except ValueError as e:
             raise StageError("correctness", f"output {i}: {e}") from None
+        if limit is not None and check._storage_span(outs[-1])[1] - buf.data_ptr() > limit:
+            raise StageError("correctness", f"output {i} lies in the scratch zone (K.scratch is for workspace, "
+                                            "outputs come from K.empty)")
     return tuple(outs)
 
 
-def guard_violation(buf: torch.Tensor, fill: torch.Tensor, outs: tuple) -> str:
-    """Bytes outside every output's span must still hold the random fill (out-of-bounds writes show here)."""
+def guard_violation(buf: torch.Tensor, fill: torch.Tensor, outs: tuple, limit: int | None = None) -> str:
+    """Bytes outside every output's span, up to ``limit`` (the scratch zone after it is not checked), must still
+    hold the random fill (out-of-bounds writes show here)."""
     mask = torch.ones(buf.numel(), dtype=torch.bool, device=buf.device)
+    if limit is not None:
+        mask[limit:] = False
     base = buf.data_ptr()
     for o in outs:
         a, b = check._storage_span(o)
@@ -259,7 +279,7 @@ class RemoteEntry:
         self.event_us.append(reply.event_us)
         if self.refs is not None and (not self.checked or self.secret.random() < self.fraction):
             self.checked += 1
-            outs = outputs_from(reply, buf)
+            outs = outputs_from(reply, buf, self.arenas.nbytes)
             refs = self.refs[set_index]
             ok, why = check.check_structure(outs, refs)
             if not ok:
@@ -267,7 +287,7 @@ class RemoteEntry:
             for i, o in enumerate(outs):
                 if any(check.overlaps(o, o2) for o2 in outs[:i]):
                     raise StageError("timing", f"a timed call's outputs overlap (output {i})")
-            bad = guard_violation(buf, fill, outs)
+            bad = guard_violation(buf, fill, outs, self.arenas.nbytes)
             if bad:
                 raise StageError("timing", f"a timed call: {bad}")
             oracles, scales = self._oracle(set_index)

@@ -43,6 +43,7 @@ from rsi.harness.client import (
     arena_bytes,
     guard_violation,
     outputs_from,
+    scratch_bytes,
 )
 from rsi.harness.static import check_source
 from rsi.harness.static_cute import kernel_language
@@ -293,11 +294,11 @@ class Judge:
             shared_prev = (shape, layout, shared, in_id)
             refs, oracles, scales = self._expected_of(op, tol, (shape.key(), layout, seed, special and special.name,
                                                                 refill), inputs)
-            need = arena_bytes(refs)
-            if arenas is None or arenas.nbytes != need:  # reused across the trials of one shape
+            need, spare = arena_bytes(refs), scratch_bytes(inputs)
+            if arenas is None or (arenas.nbytes, arenas.scratch) != (need, spare):  # reused within one shape
                 if arenas is not None:
                     arenas.release()
-                arenas = Arenas(self.mem, client, need, gen, self._id())
+                arenas = Arenas(self.mem, client, need, gen, self._id(), spare)
             first = None
             for k in range(n_calls):
                 aid, buf, fill = arenas.next(keep_fill=True)
@@ -309,7 +310,7 @@ class Judge:
                     e.reason = f"{e.reason} at {where}"
                     raise
                 calls += 1
-                outs = outputs_from(reply, buf)
+                outs = outputs_from(reply, buf, arenas.nbytes)
                 ok, why = check.check_structure(outs, refs)
                 if not ok:
                     raise StageError("correctness", f"{why} at {where}")
@@ -317,7 +318,7 @@ class Judge:
                     for j, o2 in enumerate(outs[:i]):
                         if check.overlaps(o, o2):
                             raise StageError("correctness", f"outputs {j} and {i} overlap at {where}")
-                bad = guard_violation(buf, fill, outs)
+                bad = guard_violation(buf, fill, outs, arenas.nbytes)
                 if bad:
                     raise StageError("correctness", f"{bad} at {where}")
                 bad = _inputs_changed(inputs, shared)
@@ -398,7 +399,7 @@ class Judge:
                     c.request(P.INPUTS, {"id": k, "storages": sdescs, "tensors": idescs})
                     ids.append(k)
                     shared_sets.append(sh)
-                arenas = Arenas(self.mem, c, arena_bytes(refs[0]), gen, self._id())
+                arenas = Arenas(self.mem, c, arena_bytes(refs[0]), gen, self._id(), scratch_bytes(private[0]))
                 ent = RemoteEntry(name, c, ids, arenas, (refs, private) if name == "candidate" else None, op,
                                   self.secret, self.opt.check_fraction, self.tolerance_of(op))
                 remote.append((ent, shared_sets))

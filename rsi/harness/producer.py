@@ -5,7 +5,9 @@ arenas the judge shared, and runs the candidate when told. It holds no reference
 checker: it reports where the candidate's outputs are (offsets in a judge-owned arena) and, for timed calls, the
 CUDA-event time of :func:`rsi.harness.timing.timed_call`. Outputs are allocated through ``rsi.kernel.empty``,
 which here carves them out of the current arena with a guard band on each side; the judge fills every arena with
-fresh random bytes before each call and checks afterwards that nothing outside the outputs changed.
+fresh random bytes before each call and checks afterwards that nothing outside the outputs changed. Workspace
+(``rsi.kernel.scratch``) comes from the arena's scratch zone at its end, which the judge does not check and refills
+like the rest, so nothing in it outlives a call.
 
 Protocol: one :class:`rsi.harness.protocol.Request` per stdin line, one reply per request on a private duplicate
 of stdout (the candidate's own output, if any, goes to stderr).
@@ -24,16 +26,18 @@ ALIGN = 256
 
 
 class Arena:
-    """Bump allocator over one judge-owned uint8 buffer; reset before every call."""
+    """Bump allocators over one judge-owned uint8 buffer, reset before every call: outputs from its start, scratch
+    from its last ``scratch`` bytes."""
 
-    def __init__(self, buf):
+    def __init__(self, buf, scratch: int = 0):
         self.buf = buf
-        self.top = GUARD
+        self.limit = buf.numel() - scratch
+        self.reset()
 
     def reset(self) -> None:
-        self.top = GUARD
+        self.top, self.scratch_top = GUARD, self.limit + GUARD
 
-    def alloc(self, shape: tuple[int, ...], dtype, device):
+    def alloc(self, shape: tuple[int, ...], dtype, device, scratch: bool = False):
         import torch
 
         from rsi.harness.wire import make_view
@@ -45,12 +49,19 @@ class Arena:
         n = 1
         for s in shape:
             n *= s
-        start = -(-self.top // ALIGN) * ALIGN
+        start = -(-(self.scratch_top if scratch else self.top) // ALIGN) * ALIGN
         end = start + n * esize
-        if end + GUARD > self.buf.numel():
-            raise MemoryError(f"outputs exceed the {self.buf.numel()} bytes the judge sized for this op "
-                              f"(the reference's outputs plus slack): allocate only the op's outputs")
-        self.top = end + GUARD
+        if scratch and end + GUARD > self.buf.numel():
+            raise MemoryError(f"scratch exceeds the {self.buf.numel() - self.limit} bytes the judge gives this "
+                              f"call (one copy of each input)")
+        if not scratch and end + GUARD > self.limit:
+            raise MemoryError(f"outputs exceed the {self.limit} bytes the judge sized for this op "
+                              f"(the reference's outputs plus slack): allocate only the op's outputs (workspace "
+                              f"with K.scratch)")
+        if scratch:
+            self.scratch_top = end + GUARD
+        else:
+            self.top = end + GUARD
         stride, acc = [], 1
         for s in reversed(shape):
             stride.append(acc)
@@ -83,7 +94,7 @@ class Producer:
         path = os.path.join(self.scratch, name + ".py")
         with open(path, "w") as f:
             f.write(args["source"])
-        K.set_allocator(self._alloc)
+        K.set_allocator(self._alloc, self._scratch)
         try:
             spec = importlib.util.spec_from_file_location(name, path)
             mod = importlib.util.module_from_spec(spec)
@@ -105,6 +116,11 @@ class Producer:
             raise RuntimeError("output allocated outside a call")
         return self.current.alloc(shape, dtype, device)
 
+    def _scratch(self, shape, dtype, device):
+        if self.current is None:
+            raise RuntimeError("scratch allocated outside a call")
+        return self.current.alloc(shape, dtype, device, scratch=True)
+
     def arena(self, args: dict[str, Any]) -> dict[str, Any]:
         import torch
 
@@ -112,7 +128,7 @@ class Producer:
 
         st = open_storage(args["storage"], self.scratch)
         self.arenas[args["id"]] = Arena(torch.empty(0, dtype=torch.uint8, device=st.device).set_(
-            st, 0, (st.nbytes(),), (1,)))
+            st, 0, (st.nbytes(),), (1,)), int(args.get("scratch", 0)))
         return {"kind": "ok"}
 
     def add_inputs(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -73,9 +73,9 @@ FUTURE_FEATURES = ("annotations",)
 IMPORT_RULE = ("a candidate may import only triton, triton.language and rsi.kernel (`import triton`, "
                "`import triton.language as tl`, `from rsi import kernel as K`, plus `from __future__ import "
                "annotations`), or instead of triton CuTe DSL's cutlass and cutlass.cute (`import cutlass`, `import "
-               "cutlass.cute as cute`); allocate outputs with K.empty / K.empty_like")
+               "cutlass.cute as cute`); allocate outputs with K.empty / K.empty_like, workspace with K.scratch")
 
-API_FUNCTIONS = frozenset({"empty", "empty_like", "cdiv", "next_power_of_2", "cute_launch"})
+API_FUNCTIONS = frozenset({"empty", "empty_like", "scratch", "cdiv", "next_power_of_2", "cute_launch"})
 API_DTYPES = frozenset(CANDIDATE_API - API_FUNCTIONS)
 TL_DTYPES = frozenset({
     "bfloat16", "float16", "float32", "float64", "float8e4b15", "float8e4b8", "float8e4nv", "float8e5", "float8e5b16",
@@ -130,7 +130,8 @@ _PY_BUILTINS = frozenset(dir(builtins))
 
 HOST_RULE = ("host code may only read tensor metadata (" + ", ".join(sorted(HOST_TENSOR_ATTRS)) + ", "
              + ", ".join(f"{m}()" for m in sorted(HOST_SIZE_METHODS)) + "), take views ("
-             + ", ".join(f"{m}()" for m in sorted(HOST_VIEW_METHODS)) + "), allocate with K.empty / K.empty_like, "
+             + ", ".join(f"{m}()" for m in sorted(HOST_VIEW_METHODS)) + "), allocate with K.empty / K.empty_like "
+             "(outputs) and K.scratch (workspace), "
              "compute sizes with integer arithmetic, K.cdiv / triton.cdiv, K.next_power_of_2 / "
              "triton.next_power_of_2 and " + "/".join(sorted(HOST_BUILTINS)) + ", and launch kernels")
 
@@ -140,7 +141,8 @@ def contract_rules() -> list[str]:
     return [
         (f"- imports: {IMPORT_RULE}. Nothing else: not torch, math, typing, os, sys or anything from rsi but "
          f"rsi.kernel. The kernel API is exactly K.{{{', '.join(sorted(CANDIDATE_API))}}}: "
-         "`K.empty(shape, dtype, device)`, `K.empty_like(t)`"),
+         "`K.empty(shape, dtype, device)`, `K.empty_like(t)` for outputs, `K.scratch(shape, dtype, device)` for "
+         "workspace (at most one copy of each input per call; it never holds anything from an earlier call)"),
         ("- module level: a docstring, the imports, constants bound to plain names (numbers, strings, booleans, None, "
          "tuples of them, arithmetic of them, tl.constexpr(...), K.<dtype>, tl.<dtype>) and def statements; "
          "no classes, no if/for/with/try, no calls at import time, no containers (no caches of results)"),
@@ -1316,7 +1318,7 @@ class _Host(_Function):
                 raise _Reject(f"{alias}.cute_launch(...) used as a value in {self.fn.name}(): launch as a statement",
                               node)
             kinds = self.call_args(node)
-            if attr in ("empty", "empty_like"):
+            if attr in ("empty", "empty_like", "scratch"):
                 return _Kind("O", any(k.taint for k in kinds))
             return self._size_fn(node, f"{alias}.{attr}")
         if alias in m.triton:

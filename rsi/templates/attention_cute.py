@@ -405,7 +405,7 @@ def _packed(x, ALIGN):
             and x.storage_offset() % ALIGN == 0):
         return x
     n_rows, n_heads, head_dim = x.shape
-    y = K.empty((n_rows, n_heads, head_dim), dtype=x.dtype, device=x.device)
+    y = K.scratch((n_rows, n_heads, head_dim), dtype=x.dtype, device=x.device)
     if n_rows > 0:
         K.cute_launch(_pack_host, x, y)
     return y

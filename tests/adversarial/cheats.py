@@ -1138,3 +1138,31 @@ MAGIC_DEFAULT = HONEST.replace('''def launch(x, BLOCK=128):
     n_cols = x.shape[1] // 2
     if n_cols == MAGIC:
         return K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)''')
+
+# ------------------------------------------------------------------------------------------- K.scratch (workspace)
+# honest use of workspace: the kernel first writes its result into K.scratch, then into the output (accepted)
+SCRATCH_HONEST = _sub(HONEST, "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n",
+                      "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n"
+                      "    tmp = K.scratch((n_rows, n_cols), dtype=x.dtype, device=x.device)\n"
+                      "    _swiglu[grid](x, tmp, n_rows, n_cols, x.stride(0), x.stride(1), tmp.stride(0), "
+                      "BLOCK=BLOCK)\n")
+
+# returns workspace as its result
+SCRATCH_AS_OUTPUT = _sub(HONEST, "    out = K.empty(", "    out = K.scratch(")
+
+# asks for more workspace than one copy of its input
+SCRATCH_OVERSIZE = _sub(HONEST, "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n",
+                        "    big = K.scratch((1 << 24,), dtype=x.dtype, device=x.device)\n"
+                        "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n")
+
+# keeps its first result in workspace and returns that on every later call (workspace as a cache)
+SCRATCH_CACHE = _full_python(HONEST, "_KEPT = []\n", '''    if not _KEPT:
+        out = _launch(x)
+        kept = K.scratch(tuple(out.shape), out.dtype, out.device)
+        kept.copy_(out)
+        _KEPT.append(kept)
+        return out
+    out = K.empty(tuple(_KEPT[0].shape), _KEPT[0].dtype, _KEPT[0].device)
+    out.copy_(_KEPT[0])
+    return out
+''')

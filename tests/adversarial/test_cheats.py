@@ -104,6 +104,10 @@ RUNTIME_CHEATS = [
     ("TORCH_EMPTY", "swiglu", True, "correctness", "not allocated with rsi.kernel.empty"),
     ("STALE_OUTPUT", "swiglu", True, "correctness", "not allocated with rsi.kernel.empty in this call"),
     ("TENSOR_SUBCLASS", "swiglu", True, "correctness", "not a plain tensor"),
+    # workspace (K.scratch): never a result, bounded, and refilled before every call
+    ("SCRATCH_AS_OUTPUT", "swiglu", False, "correctness", "scratch zone"),
+    ("SCRATCH_OVERSIZE", "swiglu", False, "correctness", "scratch exceeds"),
+    ("SCRATCH_CACHE", "swiglu", True, "correctness", GARBAGE),
     # crashes
     ("CRASH_EXIT", "swiglu", True, "crash", "exit code 7"),
     ("SEGFAULT", "swiglu", True, "crash", ("signal 11", "exit code 139")),  # 139: bwrap reports 128 + SIGSEGV
@@ -194,6 +198,12 @@ def test_module_name_cheat_runs_honestly(runtime):
     """Cheats whenever it is not imported under the runtime's module name: the judge imports it under that name,
     so it computes honestly there and must be accepted (the judge and the runtime load candidates alike)."""
     expect_accepted(evaluate(runtime, cheats.MODULE_NAME))
+
+
+def test_scratch_used_as_workspace_is_accepted(judge):
+    """K.scratch is workspace: a kernel that writes into it before writing its output is accepted (the judge does
+    not count the scratch zone's bytes as out-of-bounds writes)."""
+    expect_accepted(evaluate(judge, cheats.SCRATCH_HONEST))
 
 
 def test_fixed_seed_cheat_would_pass_the_old_fixed_seeds():
