@@ -99,6 +99,9 @@ def cmd_search(a: argparse.Namespace) -> int:
                                     ("candidate_timeout_s", a.candidate_timeout)) if v is not None)
     if a.workers < 1:
         raise UsageError(f"--workers {a.workers}: at least 1")
+    first = tuple(_parse_config(c) for c in a.first or ())
+    if first and (a.proposer != "offline" or a.resume):
+        raise UsageError("--first is for a new run of the offline proposer (it queues configs before the heuristic)")
     if backend == "cuda" and a.workers > 1 and not a.ray_address:
         import torch
 
@@ -140,7 +143,7 @@ def cmd_search(a: argparse.Namespace) -> int:
                              unsafe_no_sandbox=a.unsafe_no_sandbox,
                              timing={"warmup": a.warmup, "reps": a.reps, "input_sets": 2}, quiet=a.quiet,
                              workers=a.workers, ray_address=a.ray_address, template=a.template,
-                             command=command_line(),
+                             command=command_line(), first=first,
                              proposer_args={"model": a.model, "base_url": a.base_url, "inbox": a.inbox,
                                             "transcript": a.transcript, "max_calls": a.max_calls,
                                             "max_cost_usd": a.max_cost, "hybrid_tune": a.hybrid_tune})
@@ -183,6 +186,9 @@ def cmd_verify(a: argparse.Namespace) -> int:
     ops = None if a.op_group == "all" else [a.op_group]
     if a.workers < 1:
         raise UsageError(f"--workers {a.workers}: at least 1")
+    first = tuple(_parse_config(c) for c in a.first or ())
+    if first and (a.proposer != "offline" or a.resume):
+        raise UsageError("--first is for a new run of the offline proposer (it queues configs before the heuristic)")
     from rsi.search.workers import WorkerError
 
     try:
@@ -240,6 +246,18 @@ def cmd_env(a: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_config(text: str) -> dict[str, int | str]:
+    """'BN=128,OVERLAP=1' -> {'BN': 128, 'OVERLAP': 1} (integers where they parse)."""
+    out: dict[str, int | str] = {}
+    for part in text.split(","):
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip() or not v.strip():
+            raise UsageError(f"--first {text!r}: expected K=V,K=V (axis names of the template's space)")
+        v = v.strip()
+        out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rsi", description="Recursive kernel search for MiniMax-H3 under a fail-closed "
                                                         "contract.")
@@ -282,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", nargs="?", const="latest", default=None,
                    help="continue the latest unfinished run of this op group (or the run id given)")
     s.add_argument("--seed", type=seed_arg, default=0, help="seed of the proposer (default 0)")
+    s.add_argument("--first", action="append", metavar="K=V,...",
+                   help="offline proposer: judge this config first, before the heuristic (repeatable; axes not named "
+                        "take the heuristic's values), e.g. a config a sweep or probe measured; the record's command "
+                        "line says so")
     s.add_argument("--candidate-timeout", type=float, default=None, help="seconds per candidate before it is "
                                                                           "killed and rejected (default 600)")
     s.add_argument("--unsafe-no-sandbox", action="store_true",

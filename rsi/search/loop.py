@@ -21,7 +21,7 @@ from rsi.harness.judge import JudgeOptions
 from rsi.refs import get_op_group, reference_source_sha256
 from rsi.search import promote
 from rsi.search.display import SearchDisplay, approximate_label
-from rsi.search.propose import Proposer, objective_of, offline_proposer, runnable
+from rsi.search.propose import Proposer, check_first, objective_of, offline_proposer, runnable
 from rsi.search.workers import WorkerError, make_pool
 from rsi.spaces import load_space
 from rsi.store import Store
@@ -55,6 +55,7 @@ class SearchOptions:
     ray_address: str | None = None  # auto | HOST:PORT | local (a cluster started for this search)
     template: str | None = None     # search only this template of the op group's space (rsi search --template)
     command: str = "rsi search"     # the command line that ran (a promotion's record names it; a resume its own)
+    first: tuple[dict[str, Any], ...] = ()  # offline proposer: configs judged before the heuristic (rsi search --first)
 
 
 def make_proposer(opts: SearchOptions, store: Store, run_id: str, spaces: list) -> Proposer:
@@ -62,7 +63,8 @@ def make_proposer(opts: SearchOptions, store: Store, run_id: str, spaces: list) 
     it can; the LLM proposers start from the first."""
     if opts.proposer == "offline":
         judged = {e["candidate"]: e["objective"] for e in store.evaluations(run_id)}
-        return offline_proposer(spaces, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed, judged=judged)
+        return offline_proposer(spaces, store.url, study_name=f"{opts.op}:{run_id}", seed=opts.seed, judged=judged,
+                                first=opts.first)
     from rsi.search import llm_proposers
 
     return llm_proposers.make(opts, store, run_id, spaces[0])
@@ -131,6 +133,10 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
     space = load_space(opts.op)
     if not opts.resume:
         spaces, skipped = _searchable(space, opts)   # before a run is recorded
+        try:
+            check_first(spaces, opts.first)
+        except ValueError as e:
+            raise SearchError(str(e)) from None
     store = Store(Path(opts.root) / opts.db if not Path(opts.db).is_absolute() else opts.db, opts.root)
     env = envmod.capture()
     if opts.resume:

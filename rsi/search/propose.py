@@ -39,9 +39,10 @@ class OfflineProposer:
     name = "offline"
 
     def __init__(self, space: Space, storage_url: str, study_name: str, seed: int = 0, max_attempts: int = 200,
-                 judged: dict[str, float | None] | None = None):
+                 judged: dict[str, float | None] | None = None, first: tuple[dict[str, Any], ...] = ()):
         """``judged``: candidate hash -> objective of the run's recorded evaluations (the store is the truth: a
-        kill between recording a verdict and telling the study leaves that trial RUNNING though it was judged)."""
+        kill between recording a verdict and telling the study leaves that trial RUNNING though it was judged);
+        ``first``: configs of this space (``first_configs``) a new study judges before the heuristic."""
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -64,6 +65,8 @@ class OfflineProposer:
                 self._seen[h] = t.value
         self._requeue_interrupted()
         if not self.study.trials:
+            for config in first:
+                self.study.enqueue_trial(config)
             self.study.enqueue_trial(space.heuristic())
 
     def _requeue_interrupted(self) -> None:
@@ -171,13 +174,36 @@ def runnable(space: Space, backend: str) -> tuple[list[Space], list[str]]:
     return keep, notes
 
 
+def first_configs(space: Space, given: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The ``--first`` configs that belong to this template's space, completed with its heuristic's values."""
+    out = []
+    for g in given:
+        if set(g) <= set(space.axes):
+            config = {**space.heuristic(), **g}
+            if space.valid(config)[0]:
+                out.append(config)
+    return tuple(out)
+
+
+def check_first(spaces: list[Space], first: tuple[dict[str, Any], ...]) -> None:
+    """ValueError naming the axes when a ``--first`` config belongs to none of the templates searched."""
+    for g in first:
+        if not any(first_configs(s, (g,)) for s in spaces):
+            axes = "; ".join(f"{s.template}: " + ", ".join(f"{k} {list(v)}" for k, v in s.axes.items())
+                             for s in spaces)
+            raise ValueError(f"--first {g}: no template searched here admits it (its axes and their values, "
+                             f"and the space's predicates; {axes})")
+
+
 def offline_proposer(spaces: list[Space], storage_url: str, study_name: str, seed: int = 0,
-                     judged: dict[str, float | None] | None = None):
+                     judged: dict[str, float | None] | None = None, first: tuple[dict[str, Any], ...] = ()):
     """One OfflineProposer for a single template (the study keeps its name, so older runs resume), else their
     MixedProposer (the first template's study named ``study_name``, the others ``study_name:<template>``);
-    ``judged`` as OfflineProposer's."""
+    ``judged`` as OfflineProposer's; ``first``: configs to judge before the heuristic (each goes to every template
+    whose axes and predicates admit it: ``check_first``)."""
+    mine = [first_configs(s, first) for s in spaces]
     proposers = [OfflineProposer(s, storage_url, study_name if i == 0 else f"{study_name}:{s.template}", seed=seed,
-                                 judged=judged) for i, s in enumerate(spaces)]
+                                 judged=judged, first=mine[i]) for i, s in enumerate(spaces)]
     return proposers[0] if len(proposers) == 1 else MixedProposer(proposers)
 
 
