@@ -21,6 +21,6 @@ python3 -m rsi show --run "$(python3 -c "import json; print(json.load(open('$R/s
   --limit 20 > "$R/show.txt" 2>&1
 cp .rsi/rsi.db "$R/rsi.db"
 if ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then
-  run block 100 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5
+  run block 70 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5
 fi
 tar -czf "$OUT/run67.tgz" -C /tmp run67 -C "$PWD" verified_kernels
