@@ -304,8 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offline proposer: judge this config first, before the heuristic (repeatable; axes not named "
                         "take the heuristic's values), e.g. a config a sweep or probe measured; the record's command "
                         "line says so")
-    s.add_argument("--candidate-timeout", type=float, default=None, help="seconds per candidate before it is "
-                                                                          "killed and rejected (default 600)")
+    s.add_argument("--candidate-timeout", type=float, default=None,
+                   help="seconds the candidate's process may take to answer one request of the judge (its compile, "
+                        "a call, a timing loop) before it is killed and rejected (default 600); the judge's own "
+                        "work (references, oracles, baselines) is not counted, so a candidate's verdict can take "
+                        "longer: bound the whole search with --budget")
     s.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="judge LLM/agent candidates even where the producer sandbox (bubblewrap) is unavailable; "
                         "every verdict and record then says so")
@@ -326,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--gpu", default=None, help="target whose lock to check (default: the local GPU's)")
     v.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpret"],
                    help="interpret re-checks correctness on small shapes only")
-    v.add_argument("--candidate-timeout", type=float, default=600.0, help="seconds per kernel (default 600)")
+    v.add_argument("--candidate-timeout", type=float, default=600.0,
+                   help="seconds a kernel's process may take to answer one request of the judge (default 600)")
     v.add_argument("--reps", type=int, default=30, help="timed repetitions per implementation (default 30)")
     v.add_argument("--dry-run", action="store_true", help="list what would be verified")
     v.add_argument("--workers", type=int, default=1, help="judge N kernels at once (local processes, one GPU each; "
