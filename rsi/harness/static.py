@@ -75,7 +75,8 @@ IMPORT_RULE = ("a candidate may import only triton, triton.language and rsi.kern
                "annotations`), or instead of triton CuTe DSL's cutlass and cutlass.cute (`import cutlass`, `import "
                "cutlass.cute as cute`); allocate outputs with K.empty / K.empty_like, workspace with K.scratch")
 
-API_FUNCTIONS = frozenset({"empty", "empty_like", "scratch", "cdiv", "next_power_of_2", "cute_launch"})
+API_FUNCTIONS = frozenset({"empty", "empty_like", "scratch", "cdiv", "next_power_of_2", "cute_launch",
+                           "cute_launch_dynamic"})
 API_DTYPES = frozenset(CANDIDATE_API - API_FUNCTIONS)
 TL_DTYPES = frozenset({
     "bfloat16", "float16", "float32", "float64", "float8e4b15", "float8e4b8", "float8e4nv", "float8e5", "float8e5b16",
@@ -1314,8 +1315,8 @@ class _Host(_Function):
                 raise _Reject(f"{alias}.{attr} is not part of the kernel API: {_api_rule(alias)}", node)
             if attr not in API_FUNCTIONS:
                 raise _Reject(f"{alias}.{attr} is a dtype, not a function", node)
-            if attr == "cute_launch":
-                raise _Reject(f"{alias}.cute_launch(...) used as a value in {self.fn.name}(): launch as a statement",
+            if attr in static_cute.LAUNCHES:
+                raise _Reject(f"{alias}.{attr}(...) used as a value in {self.fn.name}(): launch as a statement",
                               node)
             kinds = self.call_args(node)
             if attr in ("empty", "empty_like", "scratch"):

@@ -43,7 +43,8 @@ C2. Bodies are traced as Python when K compiles them, inside the producer. State
     reductions (S2G: outputs are written by element stores; kept out until a template needs them), multicast,
     clusters (no ``cluster=`` launch keyword, and no keyword argument whose name holds multicast, mcast, cluster or
     cta_layout), tensor-map updates, cp.async (non-bulk) and anything else of cpasync / warpgroup / pipeline.
-C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement ``K.cute_launch(fn, *args, **consts)``,
+C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement ``K.cute_launch(fn, *args, **consts)``
+    (or ``K.cute_launch_dynamic``, the same with dynamic tensor layouts),
     which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, the parameter after the
     positional arguments takes the stream (unannotated), and every later parameter is ``cutlass.Constexpr``, bound by
     keyword to a constant or the config, never to a value derived from the inputs.
@@ -645,9 +646,12 @@ class CuteFunction(_Function):
 
 
 # ----------------------------------------------------------------------------------------------- host launch (C3)
+LAUNCHES = ("cute_launch", "cute_launch_dynamic")   # the second with dynamic tensor layouts (rsi.kernel), same rules
+
+
 def is_host_launch(mod, call: ast.Call) -> bool:
     f = call.func
-    return (isinstance(f, ast.Attribute) and f.attr == "cute_launch" and isinstance(f.value, ast.Name)
+    return (isinstance(f, ast.Attribute) and f.attr in LAUNCHES and isinstance(f.value, ast.Name)
             and f.value.id in mod.api)
 
 

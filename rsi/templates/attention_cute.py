@@ -40,14 +40,18 @@ With two consumer warpgroups the producer keeps 40 registers a thread and the co
 Host rules: q, k, v with a unit element stride and row stride, head stride and storage offset in multiples of 8
 elements (16 bytes: TMA); other layouts are first copied to contiguous scratch by ``_pack`` (the op group's odd
 layouts, not its timed ones). The output is contiguous [S, H, 128]; its offsets are 32-bit (S H 128 < 2**31 at
-every shape of the op group). K.cute_launch compiles per shape.
+every shape of the op group). DYNAMIC 0: K.cute_launch compiles per shape (static layouts: 29 compiles in the
+judge's plan); 1: K.cute_launch_dynamic, the tensors' shapes and strides runtime values but the unit stride, one
+compile per dtype / rank / alignment pattern (5 in the judge's plan); what that costs in speed, if anything, is the
+judge's to measure.
 Limits: head dim 128 only, the op's (its dims carry head_dim, so dispatch never hands it another); with one head
-(H = 1, no shape of the op group) the static layout drops the head mode and the TMA copies become 2-D, the case
-behind fp8_gemm_cute's run-47 fault.
+(H = 1, no shape of the op group) and DYNAMIC 0 the static layout drops the head mode and the TMA copies become 2-D,
+the case behind fp8_gemm_cute's run-47 fault.
 Written in the fifteenth session from the CuTe DSL's API (facts from flash-attn's SM90 CuTe forward and quack's
 layout helpers, read for the accumulator / operand layouts and the pipeline structure; no code copied). Config: BM
-(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG, OVERLAP. Compiled for sm_90a
-on the CPU only (tests/unit/test_cute_compile.py, reports/cpu/attention_cute_ptxas.py); not yet run on a GPU.
+(128: two consumer warpgroups), BN (key block), STAGES (K/V pipeline depth), PINGPONG, OVERLAP, DYNAMIC. Compiled
+for sm_90a on the CPU (tests/unit/test_cute_compile.py, reports/cpu/attention_cute_ptxas.py); on the H200 from the
+sixteenth session (runs 65-67: correct, accepted by the judge; DYNAMIC, added after them, not yet run there).
 """
 
 import cutlass
@@ -398,26 +402,34 @@ def _pack_host(src: cute.Tensor, dst: cute.Tensor, stream):
     _pack_kernel(src, dst).launch(grid=(src.shape[0], src.shape[1], 1), block=(HEAD_DIM, 1, 1), stream=stream)
 
 
-def _packed(x, ALIGN):
+def _packed(x, ALIGN, DYNAMIC):
     """x itself where TMA can read it (unit element stride; row stride, head stride and storage offset in multiples
-    of ALIGN elements, 16 bytes), else a contiguous copy (the op group's odd layouts)."""
+    of ALIGN elements, 16 bytes), else a contiguous copy in scratch (the op group's odd layouts)."""
     if (x.stride(-1) == 1 and x.stride(0) > 0 and x.stride(0) % ALIGN == 0 and x.stride(1) % ALIGN == 0
             and x.storage_offset() % ALIGN == 0):
         return x
     n_rows, n_heads, head_dim = x.shape
     y = K.scratch((n_rows, n_heads, head_dim), dtype=x.dtype, device=x.device)
-    if n_rows > 0:
+    if n_rows > 0 and DYNAMIC:
+        K.cute_launch_dynamic(_pack_host, x, y)
+    elif n_rows > 0:
         K.cute_launch(_pack_host, x, y)
     return y
 
 
-def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=0, ALIGN=8):
+def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=0, DYNAMIC=0,
+           ALIGN=8):
     n_rows, n_heads, head_dim = q.shape
     if (BM + 2 * STAGES * BN) * HEAD_DIM * 2 + 2048 > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
     out = K.empty((n_rows, n_heads, head_dim), dtype=q.dtype, device=q.device)
     if n_rows == 0:
         return out
-    K.cute_launch(_attention_host, _packed(q, ALIGN), _packed(k, ALIGN), _packed(v, ALIGN), out, cu_seqlens_q,
-                  cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)
+    qp, kp, vp = _packed(q, ALIGN, DYNAMIC), _packed(k, ALIGN, DYNAMIC), _packed(v, ALIGN, DYNAMIC)
+    if DYNAMIC:
+        K.cute_launch_dynamic(_attention_host, qp, kp, vp, out, cu_seqlens_q, cu_seqlens_k, BM=BM, BN=BN,
+                              STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)
+    else:
+        K.cute_launch(_attention_host, qp, kp, vp, out, cu_seqlens_q, cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES,
+                      PINGPONG=PINGPONG, OVERLAP=OVERLAP)
     return out

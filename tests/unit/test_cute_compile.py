@@ -127,8 +127,9 @@ m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 op = get_op_group("attention")
 shape = next(s for s in op.interp_shapes if s.name == "cross_docs")
 out = []
-for layout, cfg in ((0, {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 0}),
-                    (2, {"BM": 128, "BN": 64, "STAGES": 3, "PINGPONG": 1, "OVERLAP": 1})):
+for layout, cfg, dynamic in ((0, {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 0}, False),
+                             (2, {"BM": 128, "BN": 64, "STAGES": 3, "PINGPONG": 1, "OVERLAP": 1}, False),
+                             (2, {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 1}, True)):
     q, k, v, cu_q, cu_k = op.make_inputs(shape, 7, "cpu", layout)
     packed = [t for t in (q, k, v) if not (t.stride(-1) == 1 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0
                                            and t.storage_offset() % 8 == 0)]
@@ -137,7 +138,7 @@ for layout, cfg in ((0, {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVER
                                            cu_k))] + [(m._pack_host, (t, torch.empty(t.shape, dtype=t.dtype)))
                                                       for t in packed[:1]]:
         c = cfg if fn is m._attention_host else {}
-        key, positional = K._cute_args(fn, args, c, cuda.CUstream(0), from_dlpack)
+        key, positional = K._cute_args(fn, args, c, cuda.CUstream(0), from_dlpack, dynamic)
         compile_args, call = K._cute_bind(fn, positional, c)
         for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
             os.remove(f)
@@ -148,7 +149,8 @@ for layout, cfg in ((0, {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVER
     ops = collections.Counter(re.findall(r"wgmma\.mma_async[.a-z0-9_]*|cp\.async\.bulk\.tensor\.3d\.shared[^.]*|"
                                          r"setmaxnreg[.a-z0-9]*|ex2\.approx[.a-z0-9]*|cvt\.rn\.bf16x2\.f32|"
                                          r"fence\.proxy\.async\.shared::cta|[ld|st]+\.local|bar\.arrive", ptx))
-    out.append({"cfg": cfg, "layout": layout, "packed": len(packed), "pack_ptx": "_pack_host" in ptxs,
+    out.append({"cfg": cfg, "layout": layout, "dynamic": dynamic, "packed": len(packed),
+                "pack_ptx": "_pack_host" in ptxs,
                 "ops": dict(ops)})
 print(json.dumps(out))
 """
@@ -160,7 +162,8 @@ def test_attention_template_compiles_for_sm90(tmp_path):
     (S = Q K^T over the head dim, O += P V over the keys; the overlap peels one of each off its loop), one ex2.approx
     per score and two per row pair for the rescale, P converted in pairs, the proxy fence before the zeroed V rows
     are read by wgmma, and nothing in local memory. The odd layout (2) has tensors TMA cannot read, which the launch
-    packs first: that copy kernel compiles too."""
+    packs first: that copy kernel compiles too. The same with dynamic layouts (DYNAMIC 1: K.cute_launch_dynamic) at
+    128 keys with OVERLAP: the same instructions."""
     pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
            "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
@@ -169,8 +172,8 @@ def test_attention_template_compiles_for_sm90(tmp_path):
     r = subprocess.run([sys.executable, "-c", _COMPILE_ATTENTION, str(tpl)], capture_output=True, text=True,
                        timeout=600, env=env, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
-    wide, narrow = json.loads(r.stdout.strip().splitlines()[-1])
-    for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2)):   # OVERLAP 1: the first block's QK^T and softmax and
+    wide, narrow, dynamic = json.loads(r.stdout.strip().splitlines()[-1])
+    for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2), (dynamic, 128, 2)):   # OVERLAP 1: the first block's QK^T and softmax and
         ops = c["ops"]                                            # the last block's PV are peeled off the loop
         assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and ops.get("fence.proxy.async.shared::cta")
         assert ops.get("setmaxnreg.inc.sync.aligned.u32") and ops.get("setmaxnreg.dec.sync.aligned.u32")
@@ -180,6 +183,6 @@ def test_attention_template_compiles_for_sm90(tmp_path):
         assert got == dict(want) and all(k.endswith(".f32.bf16.bf16") for k in ops if k.startswith("wgmma"))
         assert ops.get("ex2.approx.ftz.f32") == copies * (bn // 2 + 2) and ops.get("cvt.rn.bf16x2.f32", 0) >= bn // 4
         assert not ops.get("ld.local") and not ops.get("st.local")
-    assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"]
+    assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"] and dynamic["pack_ptx"]
     # PINGPONG 1 with OVERLAP 1: the GEMM turn handed on at the start, after the first QK^T, in the loop and at the end
     assert not wide["ops"].get("bar.arrive") and narrow["ops"].get("bar.arrive") == 4

@@ -25,7 +25,7 @@ def test_bad_first_is_a_usage_error(argv, capsys):
 
 def test_first_configs_come_before_the_heuristic(tmp_path):
     space = load_space("attention").select("attention_cute")
-    given = ({"BN": 128, "OVERLAP": 1}, {"BN": 64, "STAGES": 3})
+    given = ({"BN": 64, "OVERLAP": 0}, {"BN": 64, "STAGES": 3})
     p = offline_proposer([space], f"sqlite:///{tmp_path}/optuna.db", "attention:run", first=given)
     seen = []
     for _ in range(4):
@@ -66,3 +66,14 @@ def test_a_refused_first_records_no_run(tmp_path):
     with pytest.raises(SearchError, match="ROWS"):
         run_search(opts)
     assert not (tmp_path / ".rsi").exists()
+
+
+def test_a_first_config_equal_to_the_heuristic_is_judged_once(tmp_path):
+    space = load_space("attention").select("attention_cute")
+    p = offline_proposer([space], f"sqlite:///{tmp_path}/optuna.db", "attention:run", first=({"DYNAMIC": 0},))
+    configs = []
+    for _ in range(3):
+        prop = p.propose()
+        configs.append(dict(prop.candidate.config))
+        p.feedback(prop, {"status": "accepted"}, 1.0)
+    assert configs[0] == space.heuristic() and space.heuristic() not in configs[1:]
