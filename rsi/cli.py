@@ -186,9 +186,6 @@ def cmd_verify(a: argparse.Namespace) -> int:
     ops = None if a.op_group == "all" else [a.op_group]
     if a.workers < 1:
         raise UsageError(f"--workers {a.workers}: at least 1")
-    first = tuple(_parse_config(c) for c in a.first or ())
-    if first and (a.proposer != "offline" or a.resume):
-        raise UsageError("--first is for a new run of the offline proposer (it queues configs before the heuristic)")
     from rsi.search.workers import WorkerError
 
     try:
