@@ -141,6 +141,14 @@ def env_mismatch(record: dict[str, Any], env: dict[str, Any], source: str) -> tu
     for key in ("driver", "torch", "cuda"):
         if r.get(key) != env.get(key):
             soft.append(f"{key} {r.get(key)} != {env.get(key)}")
+    if record.get("kernel_language") == "cute":   # a CuTe DSL kernel needs the [cute] extra where it runs
+        from rsi.kernel import cute_unavailable, cutlass_dsl_version
+
+        why = cute_unavailable("cuda")
+        if why:
+            hard.append(f"a CuTe DSL kernel: {why}")
+        elif record.get("cutlass_dsl") and cutlass_dsl_version() != record["cutlass_dsl"]:
+            soft.append(f"nvidia-cutlass-dsl {record['cutlass_dsl']} != {cutlass_dsl_version()}")
     return hard, soft
 
 

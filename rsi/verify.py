@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rsi import env as envmod
 from rsi.harness.judge import JudgeOptions
+from rsi.kernel import cute_unavailable
 from rsi.search.workers import make_pool
 from rsi.targets import detect_local
 from rsi.verified import env_mismatch, locked_kernel, read_lock
@@ -12,7 +13,8 @@ from rsi.verified import env_mismatch, locked_kernel, read_lock
 def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda",
                timeout_s: float = 600.0, reps: int = 30, ops: list[str] | None = None, workers: int = 1,
                ray_address: str | None = None) -> list[dict]:
-    """One row per locked kernel (``ops``: only those op groups), in lock order; timed rows keep the judge's
+    """One row per locked kernel (``ops``: only those op groups), in lock order (status ``skipped`` for a CuTe DSL
+    kernel off the GPU, ``refused`` for a hard environment mismatch); timed rows keep the judge's
     per-repetition samples (``samples_us``). ``workers``/``ray_address``: judge that many kernels at once
     (rsi.search.workers; each row names its worker)."""
     lock = read_lock(root)
@@ -30,6 +32,9 @@ def verify_all(root: str = ".", target: str | None = None, backend: str = "cuda"
                 continue
             vk = locked_kernel(root, tgt, op)
             row = {"target": tgt, "op": op, "kernel": vk.path.name}
+            if backend != "cuda" and vk.record.get("kernel_language") == "cute":
+                rows.append(row | {"status": "skipped", "reason": cute_unavailable(backend)})
+                continue
             if backend == "cuda":
                 hard, _soft = env_mismatch(vk.record, env, vk.source)
                 if hard:

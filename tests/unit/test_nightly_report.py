@@ -121,3 +121,15 @@ def test_report_html_in_headless_chromium(written, tmp_path):
     imgs = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]{2000,})"', dom)
     assert {a for a, _ in imgs} >= {"two-stage waterfall", "two-stage history", "modulate over time"}
     assert dom.count("<table") >= 6
+
+
+def test_a_skipped_verify_is_a_note_and_a_rejected_one_a_regression():
+    """rsi verify skips a CuTe DSL kernel off the GPU: the night notes it; a rejected kernel stays a regression."""
+    verdicts = [{"target": "h200", "op": "attention", "kernel": "attention-x", "status": "skipped",
+                 "reason": "CuTe DSL candidates run on the GPU only (backend interpret)"},
+                {"target": "h200", "op": "modulate", "kernel": "modulate-x", "status": "rejected",
+                 "reason": "[correctness] wrong"}]
+    finds = F.assess({}, [], [], verdicts, {"env": {}, "lock": {}}, None)
+    got = {(f.severity, f.kind, f.what) for f in finds}
+    assert ("note", "verify skipped", "attention (attention-x)") in got
+    assert ("regression", "verify", "modulate (modulate-x)") in got and F.exit_code(finds) == 1

@@ -13,14 +13,14 @@ from rsi.verified import bucket_of, env_mismatch, lock_kernel, locked_kernel, re
 ENV = {"compute_capability": "9.0", "triton": "3.6.0", "driver": "580.159.04", "torch": "2.11.0", "cuda": "13.0"}
 
 
-def _promote(root, config=None):
+def _promote(root, config=None, **extra):
     cand = Candidate("swiglu", template_source("swiglu"), config or {"FLAT": 1, "BLOCK_F": 512, "num_warps": 4})
     record = {"schema": 1, "op": "swiglu", "candidate_hash": cand.hash, "source_sha256": sha256_text(cand.source),
               "config": dict(cand.config), "env": dict(ENV), "search": {"parent": None},
               "shapes": [{"shape": {"name": "per_rank", "dims": {"rows": 9562, "ffn": 14336}}, "bucket": "per_rank",
                           "dtype": "bfloat16"},
                          {"shape": {"name": "full", "dims": {"rows": 38248, "ffn": 14336}}, "bucket": "full",
-                          "dtype": "bfloat16"}]}
+                          "dtype": "bfloat16"}], **extra}
     d = write_record(root, cand, "swiglu", record)
     lock_kernel(root, "h200", "swiglu", d)
     return cand, d
@@ -96,3 +96,44 @@ def test_rsi_verify_fans_out_over_workers(tmp_path):
     assert [(r["target"], r["op"], r["status"]) for r in results] == [("h100", "swiglu", "accepted"),
                                                                         ("h200", "swiglu", "accepted")]
     assert all(r["worker"]["id"] in (0, 1) for r in results)
+
+
+def _as_cute(tmp_path, monkeypatch, unavailable: str):
+    """The locked swiglu kernel's record marked as a CuTe DSL kernel (4.8.1), on a machine where CuTe is
+    ``unavailable`` ("" = installed, at another version)."""
+    import rsi.kernel
+
+    _promote(tmp_path, kernel_language="cute", cutlass_dsl="4.8.1")
+    monkeypatch.setattr(rsi.kernel, "cute_unavailable", lambda backend: unavailable if backend == "cuda" else "GPU")
+    monkeypatch.setattr(rsi.kernel, "cutlass_dsl_version", lambda: "4.9.0")
+    return locked_kernel(tmp_path, "h200", "swiglu")
+
+
+def test_a_cute_kernel_without_the_extra_is_refused_and_falls_back(tmp_path, monkeypatch):
+    vk = _as_cute(tmp_path, monkeypatch, "CuTe DSL candidates need `pip install -e '.[cute]'`")
+    hard, _ = env_mismatch(vk.record, ENV, vk.source)
+    assert hard == ["a CuTe DSL kernel: CuTe DSL candidates need `pip install -e '.[cute]'`"]
+    got, why = resolve(tmp_path, "h200", "swiglu", {"rows": 38248, "ffn": 14336}, ENV)
+    assert got is None and "CuTe DSL kernel" in why
+
+
+def test_a_cute_kernel_at_another_dsl_version_is_a_soft_mismatch(tmp_path, monkeypatch):
+    vk = _as_cute(tmp_path, monkeypatch, "")
+    hard, soft = env_mismatch(vk.record, ENV, vk.source)
+    assert hard == [] and soft == ["nvidia-cutlass-dsl 4.8.1 != 4.9.0"]
+
+
+def test_verify_skips_a_cute_kernel_off_the_gpu(tmp_path, monkeypatch):
+    import rsi.verify
+
+    _as_cute(tmp_path, monkeypatch, "")
+    monkeypatch.setattr(rsi.verify, "cute_unavailable", lambda backend: "CuTe DSL candidates run on the GPU only")
+
+    def no_pool(*a, **k):
+        raise AssertionError("nothing to judge")
+
+    monkeypatch.setattr(rsi.verify, "make_pool", lambda *a, **k: type("P", (), {
+        "submit": no_pool, "results": lambda self, timeout: [], "close": lambda self: None})())
+    rows = rsi.verify.verify_all(root=str(tmp_path), backend="interpret")
+    assert [(r["op"], r["status"], r["reason"]) for r in rows] == [
+        ("swiglu", "skipped", "CuTe DSL candidates run on the GPU only")]
