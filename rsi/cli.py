@@ -244,14 +244,19 @@ def cmd_env(a: argparse.Namespace) -> int:
 
 
 def _parse_config(text: str) -> dict[str, int | str]:
-    """'BN=128,OVERLAP=1' -> {'BN': 128, 'OVERLAP': 1} (integers where they parse)."""
+    """'BN=128,OVERLAP=1' -> {'BN': 128, 'OVERLAP': 1} (integers where they parse, else strings; 'EVICT=' is the
+    empty string)."""
     out: dict[str, int | str] = {}
     for part in text.split(","):
-        k, eq, v = part.partition("=")
-        if not eq or not k.strip() or not v.strip():
+        k, eq, v = (x.strip() for x in part.partition("="))
+        if not eq or not k:
             raise UsageError(f"--first {text!r}: expected K=V,K=V (axis names of the template's space)")
-        v = v.strip()
-        out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
+        if k in out:
+            raise UsageError(f"--first {text!r}: {k} given twice")
+        try:
+            out[k] = int(v)
+        except ValueError:
+            out[k] = v
     return out
 
 
@@ -298,9 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the latest unfinished run of this op group (or the run id given)")
     s.add_argument("--seed", type=seed_arg, default=0, help="seed of the proposer (default 0)")
     s.add_argument("--first", action="append", metavar="K=V,...",
-                   help="offline proposer: judge this config first, before the heuristic (repeatable; axes not named "
-                        "take the heuristic's values), e.g. a config a sweep or probe measured; the record's command "
-                        "line says so")
+                   help="offline proposer: judge this config first, before its template's heuristic (repeatable; "
+                        "axes not named take the heuristic's values; with several templates they take turns), e.g. a "
+                        "config a sweep or probe measured; the record's command line says so")
     s.add_argument("--candidate-timeout", type=float, default=None,
                    help="seconds the candidate's process may take to answer one request of the judge (its compile, "
                         "a call, a timing loop) before it is killed and rejected (default 600); the judge's own "

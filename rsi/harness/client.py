@@ -178,11 +178,23 @@ class Arenas:
             buf, desc = mem.alloc(nbytes + scratch, client.scratch)
             client.request(P.ARENA, {"id": k, "storage": desc, "scratch": scratch})
             self.bufs.append(buf)
-        self.client, self.turn = client, 0
+        self.client, self.turn, self.last = client, 0, None
+
+    def again(self, keep_fill: bool) -> tuple[int, torch.Tensor, torch.Tensor | None]:
+        """The arena of the last call as that call left it, not refilled: what the runtime's caching allocator may
+        hand a kernel's next call (its previous outputs and workspace, so a kernel that finds its own marker there
+        and answers from it shows here). Before any call, ``next``."""
+        if self.last is None:
+            return self.next(keep_fill)
+        i = self.last
+        self.turn = i ^ 1
+        buf = self.bufs[i]
+        return self.ids[i], buf, buf.clone() if keep_fill else None
 
     def next(self, keep_fill: bool) -> tuple[int, torch.Tensor, torch.Tensor | None]:
         i = self.turn
         self.turn ^= 1
+        self.last = i
         buf = self.bufs[i]
         buf.random_(0, 256, generator=self.gen)
         fill = buf.clone() if keep_fill else None
@@ -203,12 +215,13 @@ def arena_bytes(refs: tuple) -> int:
 
 
 def scratch_bytes(inputs: tuple) -> int:
-    """The scratch zone of an arena: room for one contiguous copy of every tensor input (with its guard band)."""
+    """The scratch zone of an arena: room for one contiguous copy of every tensor input (with its guard band), plus
+    the alignment of the zone's first allocation (the outputs' zone ends anywhere)."""
     total = 0
     for x in inputs:
         if torch.is_tensor(x):
             total += -(-(x.numel() * x.element_size()) // ALIGN) * ALIGN + 2 * GUARD
-    return total
+    return total + ALIGN if total else 0
 
 
 def outputs_from(reply: P.Reply, buf: torch.Tensor, limit: int | None = None) -> tuple[torch.Tensor, ...]:

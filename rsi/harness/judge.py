@@ -300,8 +300,8 @@ class Judge:
                     arenas.release()
                 arenas = Arenas(self.mem, client, need, gen, self._id(), spare)
             first = None
-            for k in range(n_calls):
-                aid, buf, fill = arenas.next(keep_fill=True)
+            for k in range(n_calls):   # the refill trial's first call finds the last call's arena as it was left
+                aid, buf, fill = arenas.again(keep_fill=True) if refill and k == 0 else arenas.next(keep_fill=True)
                 try:
                     reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
                 except StageError as e:

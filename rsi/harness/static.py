@@ -784,11 +784,15 @@ class _Kind:
     """What a host value is: S scalar (number, str, bool, None), T tuple of scalars (shapes), M dtype/device,
     D launch's **config (constants), O opaque (a tensor, an input, a tuple holding them: only metadata, views and
     passing along), B not yet known.
-    taint: derived from an input (its sizes); mixed: tainted with a non-trivial constant folded in by arithmetic."""
+    taint: derived from an input (its sizes); mixed: tainted with a non-trivial constant folded in by arithmetic;
+    alloc: may be (a view of) memory the candidate allocated (K.empty / K.scratch) or of unknown origin (a host
+    function's result), not an input: its storage_offset() would tell the judge's arena from the runtime's
+    torch.empty, so it is refused there."""
 
     cat: str
     taint: bool = False
     mixed: bool = False
+    alloc: bool = False
 
     def join(self, other: _Kind) -> _Kind:
         if self.cat == "B":
@@ -796,7 +800,7 @@ class _Kind:
         if other.cat == "B":
             return self
         cat = self.cat if self.cat == other.cat else "O"
-        return _Kind(cat, self.taint or other.taint, self.mixed or other.mixed)
+        return _Kind(cat, self.taint or other.taint, self.mixed or other.mixed, self.alloc or other.alloc)
 
 
 _BOTTOM = _Kind("B")
@@ -880,7 +884,7 @@ class _Host(_Function):
                     join(name, _OPAQUE_INPUT)
                 break
             k = self.expr(arg)
-            join(positional[i] if i < len(positional) else spill, _Kind("O", k.taint, k.mixed) if i >= len(
+            join(positional[i] if i < len(positional) else spill, _Kind("O", k.taint, k.mixed, k.alloc) if i >= len(
                 positional) else k)
         for kw in call.keywords:
             if kw.arg is None:  # **config of launch: constants; any other mapping: anything
@@ -976,7 +980,7 @@ class _Host(_Function):
                     self.bind(e, self.expr(v), v)
                 return
             elem = _Kind("S", k.taint, k.mixed) if k.cat == "T" else (_BOTTOM if k.cat == "B" else
-                                                                       _Kind("O", k.taint, k.mixed))
+                                                                       _Kind("O", k.taint, k.mixed, k.alloc))
             for e in t.elts:
                 self.bind(e, elem, None)
         elif isinstance(t, ast.Attribute):
@@ -1113,7 +1117,7 @@ class _Host(_Function):
                     raise _Reject(f"starred expression in a tuple in {self.fn.name}()", e)
                 ek = self.expr(e)
                 k = _Kind("T" if k.cat == "T" and ek.cat in ("S", "B") else "O", k.taint or ek.taint,
-                          k.mixed or ek.mixed)
+                          k.mixed or ek.mixed, k.alloc or ek.alloc)
             return k
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
@@ -1193,7 +1197,7 @@ class _Host(_Function):
             return _Kind("S")
         if vk.cat == "M":
             raise _Reject(f"subscript of {_src(node.value)} in {self.fn.name}()", node)
-        return _Kind("O" if vk.cat == "O" else "B", taint, mixed)
+        return _Kind("O" if vk.cat == "O" else "B", taint, mixed, vk.alloc)
 
     def index(self, node: ast.AST) -> tuple[_Kind, bool]:
         """An index or slice must be made of sizes (a tensor index would be a host-side gather)."""
@@ -1272,7 +1276,7 @@ class _Host(_Function):
                     raise _Reject(f"{fn}() calls {ENTRY_POINT}(): the entry point is called by the harness only", node)
                 self.call_args(node)
                 self.pass_to(node, m.host[n])
-                return _Kind("O", True)
+                return _Kind("O", True, alloc=True)
             if n in m.jit:
                 raise _Reject(f"kernel {n} called directly in {fn}(): launch it as {n}[grid](...)", node)
             if n in m.cute_fns:
@@ -1293,6 +1297,10 @@ class _Host(_Function):
             meth = f.attr
             if meth == "data_ptr":
                 raise _Reject("data_ptr is not allowed (it fingerprints the harness's buffers)", node)
+            if meth == "storage_offset" and k.alloc:
+                raise _Reject(f"{_src(f)}(): storage_offset() of memory the candidate allocated (K.empty, "
+                              "K.scratch) or a host function returned is not allowed: it differs between the judge's "
+                              "arena and the runtime's torch.empty, so it would tell them apart (inputs only)", node)
             if meth not in HOST_TENSOR_METHODS:
                 raise _Reject(f"host code calls {_src(f)}(): compute belongs in a @triton.jit kernel; {HOST_RULE}",
                               node)
@@ -1305,7 +1313,7 @@ class _Host(_Function):
                 return _Kind("S" if node.args else "T", True, k.mixed)
             if meth in HOST_SIZE_METHODS:
                 return _Kind("S", True, k.mixed)
-            return _Kind("O", k.taint, k.mixed)
+            return _Kind("O", k.taint, k.mixed, k.alloc)
         raise _Reject(f"{fn}() calls the result of {_src(f)}: call functions and methods by name", node)
 
     def alias_call(self, node: ast.Call, alias: str, attr: str) -> _Kind:
@@ -1320,7 +1328,7 @@ class _Host(_Function):
                               node)
             kinds = self.call_args(node)
             if attr in ("empty", "empty_like", "scratch"):
-                return _Kind("O", any(k.taint for k in kinds))
+                return _Kind("O", any(k.taint for k in kinds), alloc=True)
             return self._size_fn(node, f"{alias}.{attr}")
         if alias in m.triton:
             if attr not in TRITON_HOST_CALLS:

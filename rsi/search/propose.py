@@ -178,7 +178,7 @@ def first_configs(space: Space, given: tuple[dict[str, Any], ...]) -> tuple[dict
     """The ``--first`` configs that belong to this template's space, completed with its heuristic's values."""
     out = []
     for g in given:
-        if set(g) <= set(space.axes):
+        if all(k in space.axes and v in space.axes[k] for k, v in g.items()):   # before the predicates read them
             config = {**space.heuristic(), **g}
             if space.valid(config)[0]:
                 out.append(config)

@@ -1166,3 +1166,40 @@ SCRATCH_CACHE = _full_python(HONEST, "_KEPT = []\n", '''    if not _KEPT:
     out.copy_(_KEPT[0])
     return out
 ''')
+
+# tells the judge from the runtime by where its output lies (an arena offset in the judge, 0 from torch.empty in
+# the runtime) and skips the kernel in the runtime (found by a review of the K.scratch change; K.empty had it too)
+DETECT_JUDGE_EMPTY = _sub(HONEST, "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n",
+                          "    if out.storage_offset() == 0:\n        return out\n"
+                          "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n")
+DETECT_JUDGE_SCRATCH = _sub(HONEST, "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n",
+                            "    s = K.scratch((1,), dtype=x.dtype, device=x.device)\n"
+                            "    if s[0:].storage_offset() == 0:\n        return out\n"
+                            "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n")
+# the same through a host function, whose result the checker cannot place
+DETECT_JUDGE_HELPER = _sub(_sub(HONEST, LAUNCH_DEF, "def _out(x, n_rows, n_cols):\n"
+                                "    return K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n\n\n"
+                                + LAUNCH_DEF),
+                           "    out = K.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)\n",
+                           "    out = _out(x, n_rows, n_cols)\n    if out.storage_offset() == 0:\n        return out\n")
+
+# one full copy of its only input in workspace (what the contract allows; refused before the zone's alignment slack)
+SCRATCH_ONE_COPY = _sub(HONEST, "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n",
+                        "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))\n"
+                        "    tmp = K.scratch(tuple(x.shape), dtype=x.dtype, device=x.device)\n"
+                        "    _swiglu[grid](x, tmp, n_rows, n_cols, x.stride(0), x.stride(1), tmp.stride(0), "
+                        "BLOCK=BLOCK)\n")
+
+# keeps its answer in workspace behind a marker and answers from there whenever it finds the marker: in the judge
+# every call's arena is refilled, so it would always compute honestly, while the runtime's caching allocator can hand
+# it the same block with the marker still in it; the refill trial's first call gets the last call's arena as it was
+SCRATCH_MARKER_CACHE = _full_python(HONEST, "", '''    keep = K.scratch((x.shape[0] * (x.shape[1] // 2) + 1,), dtype=x.dtype, device=x.device)
+    if keep[0].item() == -12288.0:
+        out = K.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
+        out.view(-1).copy_(keep[1:])
+        return out
+    out = _launch(x)
+    keep[1:].copy_(out.view(-1))
+    keep[0] = -12288.0
+    return out
+''')

@@ -108,6 +108,7 @@ RUNTIME_CHEATS = [
     ("SCRATCH_AS_OUTPUT", "swiglu", False, "correctness", "scratch zone"),
     ("SCRATCH_OVERSIZE", "swiglu", False, "correctness", "scratch exceeds"),
     ("SCRATCH_CACHE", "swiglu", True, "correctness", GARBAGE),
+    ("SCRATCH_MARKER_CACHE", "swiglu", True, "correctness", "case refill"),
     # crashes
     ("CRASH_EXIT", "swiglu", True, "crash", "exit code 7"),
     ("SEGFAULT", "swiglu", True, "crash", ("signal 11", "exit code 139")),  # 139: bwrap reports 128 + SIGSEGV
@@ -177,6 +178,9 @@ STATIC_CHEATS = [
     ("CRASH_EXIT", "imports os"),
     ("SEGFAULT", "imports ctypes"),
     ("HANG", "while"),
+    ("DETECT_JUDGE_EMPTY", "storage_offset() of memory the candidate allocated"),
+    ("DETECT_JUDGE_SCRATCH", "storage_offset() of memory the candidate allocated"),
+    ("DETECT_JUDGE_HELPER", "storage_offset() of memory the candidate allocated"),
 ]
 
 
@@ -204,6 +208,7 @@ def test_scratch_used_as_workspace_is_accepted(judge):
     """K.scratch is workspace: a kernel that writes into it before writing its output is accepted (the judge does
     not count the scratch zone's bytes as out-of-bounds writes)."""
     expect_accepted(evaluate(judge, cheats.SCRATCH_HONEST))
+    expect_accepted(evaluate(judge, cheats.SCRATCH_ONE_COPY))   # the whole allowance, a single-input op
 
 
 def test_fixed_seed_cheat_would_pass_the_old_fixed_seeds():

@@ -77,3 +77,18 @@ def test_a_first_config_equal_to_the_heuristic_is_judged_once(tmp_path):
         configs.append(dict(prop.candidate.config))
         p.feedback(prop, {"status": "accepted"}, 1.0)
     assert configs[0] == space.heuristic() and space.heuristic() not in configs[1:]
+
+
+@pytest.mark.parametrize("text, words", [("FLAT=--1", "no template"), ("num_warps=x", "no template"),
+                                         ("BLOCK_F=512,BLOCK_F=1024", "given twice")])
+def test_odd_first_values_are_clear_errors(tmp_path, text, words, capsys):
+    code = main(["--root", str(tmp_path), "search", "--op-group", "swiglu", "--backend", "interpret",
+                 "--first", text, "--budget", "1"])
+    assert code == 2 and words in capsys.readouterr().err
+    assert not (tmp_path / ".rsi").exists()
+
+
+def test_an_empty_value_is_the_empty_string():
+    from rsi.cli import _parse_config
+
+    assert _parse_config("EVICT=,ROWS=2") == {"EVICT": "", "ROWS": 2}
