@@ -207,7 +207,7 @@ def cute_launch(fn: Callable, *args: Any, **consts: Any) -> None:
 def cute_launch_dynamic(fn: Callable, *args: Any, **consts: Any) -> None:
     """As :func:`cute_launch`, but every tensor with a unit stride goes over with a dynamic layout (its shape and
     other strides are runtime values): one compile serves every shape of the same dtypes, ranks, unit-stride modes
-    and alignments. The judge's attention plan compiles 5 times instead of 29 (``tests/unit/test_kernel_api.py``);
+    and alignments. The judge's attention plan compiles 5 times instead of 29 (``tests/unit/test_cute_dynamic.py``);
     what the compiler no longer knows (sizes, stride divisibility) can cost speed, which the judge measures."""
     _launch(fn, args, consts, dynamic=True)
 

@@ -48,8 +48,9 @@ C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement `
     which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, the parameter after the
     positional arguments takes the stream (unannotated), and every later parameter is ``cutlass.Constexpr``, bound by
     keyword to a constant or the config, never to a value derived from the inputs.
-C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K compiles for static shapes, so the
-    shapes are known when a body is traced. Values derived from tensor metadata are tainted: ``.shape``,
+C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K.cute_launch compiles for static
+    shapes, so the shapes are known when a body is traced (K.cute_launch_dynamic's are runtime values; the rule is
+    read from the source, so it holds for both). Values derived from tensor metadata are tainted: ``.shape``,
     ``.layout``, ``.stride``, ``.numel``, a composed layout's ``.outer`` / ``.inner`` and the functions
     ``CUTE_METADATA`` of anything, ``cute.arch.grid_dim()``, parameters not annotated ``cute.Tensor`` /
     ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed from tainted values (an element or a load
