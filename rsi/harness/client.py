@@ -5,7 +5,9 @@ parsed reply per request (``rsi.harness.protocol``). ``Arenas`` are the judge-ow
 random bytes before every call; ``outputs_from`` and ``guard_violation`` read a call's outputs and check the bytes
 around them. An arena ends in a scratch zone (``scratch_bytes``: the size of the call's inputs) that the candidate
 may write through ``K.scratch`` (a kernel that first copies an input into a layout it can read); outputs may not lie
-in it, its bytes are not checked, and the fresh random fill of every call leaves nothing in it from the last. ``RemoteEntry`` is a producer as one entry of the timing loop (``rsi.harness.timing.interleave``).
+in it, its bytes are not checked, and the fresh random fill of every call leaves nothing in it from the last
+(but the refill trial's first call: ``Arenas.again``). ``RemoteEntry`` is a producer as one entry of the timing loop
+(``rsi.harness.timing.interleave``).
 """
 
 from __future__ import annotations
