@@ -2,8 +2,9 @@
 
 A candidate's host code may compute shapes, strides and grids, allocate its outputs with :func:`empty` /
 :func:`empty_like` (and workspace, such as a copy of an input in a layout its kernel can read, with :func:`scratch`:
-at most one copy of each input per call, and nothing in it lasts beyond the call), and launch ``@triton.jit`` kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through
-:func:`cute_launch`. It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
+at most one copy of each input per call, and nothing in it lasts beyond the call), and launch ``@triton.jit``
+kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through :func:`cute_launch` (or
+:func:`cute_launch_dynamic`). It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
 rejects any other attribute of this module. The runtime and the judge's producer process load candidates the same
 way; what differs is invisible to a candidate: in the producer, outputs are carved out of guard-banded buffers the
 judge inspects after every call (``set_allocator``, harness only). Triton's scratch for device-side TMA descriptors
@@ -93,8 +94,10 @@ def empty_like(t: torch.Tensor) -> torch.Tensor:
     return empty(tuple(t.shape), t.dtype, t.device)
 
 
-def set_allocator(fn: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] | None,
-                  scratch_fn: Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] | None = None) -> None:
+Allocator = Callable[[tuple[int, ...], torch.dtype, torch.device], torch.Tensor]
+
+
+def set_allocator(fn: Allocator | None, scratch_fn: Allocator | None = None) -> None:
     """Harness only (the producer process): route output allocation through ``fn`` and workspace through
     ``scratch_fn``; None restores the plain one."""
     global _allocator, _scratch_allocator

@@ -1,9 +1,10 @@
 """CPU record (fifteenth session; DYNAMIC and the SASS instruction count added in the sixteenth):
 rsi/templates/attention_cute.py compiled for sm_90a here (no GPU) at several BN, STAGES, PINGPONG, OVERLAP and
-DYNAMIC (K.cute_launch_dynamic's layouts), then its PTX assembled by a CUDA 13 ptxas (the DSL writes PTX 9.4; the header is read
-as 9.0, which ptxas 13.0 takes) and disassembled by Triton's nvdisasm. Prints per config: wgmma count, registers at
-launch, spills, SASS instructions, and the highest register the SASS names (the consumers run under setmaxnreg 232). Needs the [cute]
-extra and a CUDA 13 ptxas. Usage, from the project root: python reports/cpu/attention_cute_ptxas.py [PTXAS]"""
+DYNAMIC (K.cute_launch_dynamic's layouts), then its PTX assembled by a CUDA 13 ptxas (the DSL writes PTX 9.4; the
+header is read as 9.0, which ptxas 13.0 takes) and disassembled by Triton's nvdisasm. Prints per config: wgmma
+count, registers at launch, spills, SASS instructions, and the highest register the SASS names (the consumers run
+under setmaxnreg 232). Needs the [cute] extra and a CUDA 13 ptxas.
+Usage, from the project root: python reports/cpu/attention_cute_ptxas.py [PTXAS]"""
 import glob
 import importlib.util
 import os
@@ -17,8 +18,8 @@ import triton
 PTXAS = sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda-13.0/bin/ptxas"
 NVDISASM = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 CONFIGS = [(64, 2, 0, 0, 0), (64, 3, 0, 0, 0), (128, 2, 0, 0, 0), (128, 3, 0, 0, 0), (176, 2, 0, 0, 0),
-           (192, 2, 0, 0, 0), (128, 2, 1, 0, 0), (128, 2, 0, 1, 0), (128, 2, 1, 1, 0), (128, 3, 1, 1, 0), (64, 3, 1, 1, 0),
-           (128, 2, 0, 1, 1), (128, 2, 0, 0, 1), (64, 2, 1, 1, 1)]
+           (192, 2, 0, 0, 0), (128, 2, 1, 0, 0), (128, 2, 0, 1, 0), (128, 2, 1, 1, 0), (128, 3, 1, 1, 0),
+           (64, 3, 1, 1, 0), (128, 2, 0, 1, 1), (128, 2, 0, 0, 1), (64, 2, 1, 1, 1)]
 
 
 def main():

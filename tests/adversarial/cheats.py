@@ -1193,7 +1193,8 @@ SCRATCH_ONE_COPY = _sub(HONEST, "    grid = (n_rows, triton.cdiv(n_cols, BLOCK))
 # keeps its answer in workspace behind a marker and answers from there whenever it finds the marker: in the judge
 # every call's arena is refilled, so it would always compute honestly, while the runtime's caching allocator can hand
 # it the same block with the marker still in it; the refill trial's first call gets the last call's arena as it was
-SCRATCH_MARKER_CACHE = _full_python(HONEST, "", '''    keep = K.scratch((x.shape[0] * (x.shape[1] // 2) + 1,), dtype=x.dtype, device=x.device)
+SCRATCH_MARKER_CACHE = _full_python(HONEST, "", '''    n = x.shape[0] * (x.shape[1] // 2)
+    keep = K.scratch((n + 1,), dtype=x.dtype, device=x.device)
     if keep[0].item() == -12288.0:
         out = K.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
         out.view(-1).copy_(keep[1:])

@@ -173,8 +173,9 @@ def test_attention_template_compiles_for_sm90(tmp_path):
                        timeout=600, env=env, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     wide, narrow, dynamic = json.loads(r.stdout.strip().splitlines()[-1])
-    for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2), (dynamic, 128, 2)):   # OVERLAP 1: the first block's QK^T and softmax and
-        ops = c["ops"]                                            # the last block's PV are peeled off the loop
+    # OVERLAP 1: the first block's QK^T and softmax and the last block's PV are peeled off the loop
+    for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2), (dynamic, 128, 2)):
+        ops = c["ops"]
         assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and ops.get("fence.proxy.async.shared::cta")
         assert ops.get("setmaxnreg.inc.sync.aligned.u32") and ops.get("setmaxnreg.dec.sync.aligned.u32")
         want = collections.Counter({f"m64n{bn}k16": copies * 128 // 16})   # QK^T: the head dim in steps of 16
