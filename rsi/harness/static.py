@@ -130,7 +130,8 @@ TRIVIAL_CONSTANTS = frozenset({0, 1, -1})
 _PY_BUILTINS = frozenset(dir(builtins))
 
 HOST_RULE = ("host code may only read tensor metadata (" + ", ".join(sorted(HOST_TENSOR_ATTRS)) + ", "
-             + ", ".join(f"{m}()" for m in sorted(HOST_SIZE_METHODS)) + "), take views ("
+             + ", ".join(f"{m}()" for m in sorted(HOST_SIZE_METHODS)) + "; storage_offset() of inputs only), take "
+             "views ("
              + ", ".join(f"{m}()" for m in sorted(HOST_VIEW_METHODS)) + "), allocate with K.empty / K.empty_like "
              "(outputs) and K.scratch (workspace), "
              "compute sizes with integer arithmetic, K.cdiv / triton.cdiv, K.next_power_of_2 / "
