@@ -193,12 +193,16 @@ class Arenas:
         buf = self.bufs[i]
         return self.ids[i], buf, buf.clone() if keep_fill else None
 
-    def next(self, keep_fill: bool) -> tuple[int, torch.Tensor, torch.Tensor | None]:
+    def next(self, keep_fill: bool, zeros: bool = False) -> tuple[int, torch.Tensor, torch.Tensor | None]:
+        """The other arena, refilled with random bytes (``zeros``: with zeros, as fresh device memory often is)."""
         i = self.turn
         self.turn ^= 1
         self.last = i
         buf = self.bufs[i]
-        buf.random_(0, 256, generator=self.gen)
+        if zeros:
+            buf.zero_()
+        else:
+            buf.random_(0, 256, generator=self.gen)
         fill = buf.clone() if keep_fill else None
         if buf.is_cuda:
             torch.cuda.synchronize()

@@ -300,8 +300,11 @@ class Judge:
                     arenas.release()
                 arenas = Arenas(self.mem, client, need, gen, self._id(), spare)
             first = None
-            for k in range(n_calls):   # the refill trial's first call finds the last call's arena as it was left
-                aid, buf, fill = arenas.again(keep_fill=True) if refill and k == 0 else arenas.next(keep_fill=True)
+            for k in range(n_calls):   # the refill trial's arenas are the runtime's: the last call's as it was
+                if refill and k == 0:    # left (a block the caching allocator hands back), then zeros (fresh memory)
+                    aid, buf, fill = arenas.again(keep_fill=True)
+                else:
+                    aid, buf, fill = arenas.next(keep_fill=True, zeros=refill and k == 1)
                 try:
                     reply = client.request(P.CALL, {"inputs": in_id, "arena": aid}, expect=P.OUTPUTS)
                 except StageError as e:
