@@ -2,7 +2,7 @@
 
 A candidate's host code may compute shapes, strides and grids, allocate its outputs with :func:`empty` /
 :func:`empty_like` (and workspace, such as a copy of an input in a layout its kernel can read, with :func:`scratch`:
-at most one copy of each input per call, and nothing in it lasts beyond the call), and launch ``@triton.jit``
+at most one copy of each input plus 1 MiB per call, and nothing in it lasts beyond the call), and launch ``@triton.jit``
 kernels, or, in a CuTe DSL candidate, ``@cute.jit`` functions through :func:`cute_launch` (or
 :func:`cute_launch_dynamic`). It may name only what ``CANDIDATE_API`` lists; the static check (``rsi.harness.static``)
 rejects any other attribute of this module. The runtime and the judge's producer process load candidates the same
@@ -76,7 +76,8 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str) 
 
 def scratch(shape: Sequence[int], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
     """A new contiguous workspace tensor (uninitialized), never an output: in the judge it comes from a zone the
-    size of one copy of each input, filled with fresh random bytes before every call and not checked after it."""
+    size of one copy of each input plus 1 MiB, filled with fresh random bytes before every call and not checked
+    after it."""
     return _scratch_allocator(_dims(shape, dtype), dtype, torch.device(device))
 
 

@@ -11,7 +11,10 @@ key or a table for an op group that is not approximate is refused there with the
 A space may declare more templates of the same op group, each with its own axes, predicates and heuristic, in
 ``[<op>.templates.<template>]`` tables (e.g. gelu_tanh's CuTe DSL template beside its Triton one, docs/cute.md): they
 are the space's ``alternatives``, searched beside the main template (``rsi.search.propose``), or alone with
-``rsi search --template`` (:meth:`Space.select`). Buckets, the tightened bounds and the file's hash are shared.
+``rsi search --template`` (:meth:`Space.select`). The tightened bounds and the file's hash are shared, and so are
+the buckets unless a template's table lists its own (``buckets``, a subset of the op group's): the buckets its
+candidates are promoted on, and so the shapes a verified kernel from it serves (rsi.verified.bucket_of); the others
+stay with the incumbents. The CuTe attention template claims attention's long self-attention buckets only.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # ---- attention_cute (rsi/templates/attention_cute.py): the bf16 Q tile and STAGES K and V tiles, 128 wide, and
     # the barriers in the H200's 227 KiB a block (the template refuses more)
     "attn_cute_smem_fit": lambda c: (c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 * 2 + 2048 <= 232448,
+    # ---- attention_fp8_cute (rsi/templates/attention_fp8_cute.py): the same tiles in e4m3, one byte an element
+    "attn_fp8_cute_smem_fit": lambda c: (c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 + 2048 <= 232448,
     # ---- fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in
     # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376:
     # 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread
@@ -312,6 +317,13 @@ def _heuristic_cute_flash_tiles(space: Space) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k in space.axes}
 
 
+def _heuristic_cute_fp8_flash_tiles(space: Space) -> dict[str, Any]:
+    """attention_fp8_cute (rsi/templates/attention_fp8_cute.py): attention_cute's heuristic (BN 128, 2 stages,
+    OVERLAP 1, static layouts; probe 65's fastest bf16 schedule) in e4m3. Not yet measured on the H200."""
+    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 1, "DYNAMIC": 0}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
 def _heuristic_fp8_merge_rows(space: Space) -> dict[str, Any]:
     """head_merge_fp8: one destination row (a [64, 128] tile) per program, 8 warps (32 values a thread, four 16-byte
     loads), the reciprocal quotient: H200 run 33's search found QUOT 1 (246.8 against 401.6 us at w1 for this config
@@ -326,6 +338,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "cute_vectors_16B": _heuristic_cute_vectors_16b,
     "cute_wgmma_tiles": _heuristic_cute_wgmma_tiles,
     "cute_flash_tiles": _heuristic_cute_flash_tiles,
+    "cute_fp8_flash_tiles": _heuristic_cute_fp8_flash_tiles,
     "row_in_registers": _heuristic_row_in_registers,
     "pair_tiles": _heuristic_pair_tiles,
     "copy_tiles": _heuristic_copy_tiles,
@@ -384,6 +397,11 @@ class Space:
     def templates(self) -> tuple[str, ...]:
         return (self.template, *(a.template for a in self.alternatives))
 
+    def of(self, template: str | None) -> Space:
+        """The space of the template a candidate came from (its buckets decide its promotion); this space where
+        ``template`` is None or this space's own."""
+        return self if template in (None, self.template) else self.select(template)
+
     def select(self, template: str) -> Space:
         """The space of one of its templates alone (``rsi search --template``)."""
         for s in (self, *self.alternatives):
@@ -422,8 +440,12 @@ def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
     def space(template: str, table: dict) -> Space:
         if not (Path(__file__).resolve().parent / "templates" / f"{template}.py").exists():
             raise ValueError(f"{path}: no template rsi/templates/{template}.py")
+        buckets = tuple(table.get("buckets", t.get("buckets", [])))
+        if not buckets or not set(buckets) <= set(t.get("buckets", [])):
+            raise ValueError(f"{path}: template {template}'s buckets {list(buckets)} must be a non-empty subset of "
+                             f"[{op}].buckets {t.get('buckets', [])}")
         return Space(op=op, template=template, axes={k: list(v) for k, v in table["axes"].items()},
-                     predicates=tuple(table.get("predicates", [])), buckets=tuple(t.get("buckets", [])),
+                     predicates=tuple(table.get("predicates", [])), buckets=buckets,
                      heuristic_name=table["heuristic"], sha256=hashlib.sha256(raw).hexdigest(), approximate=approximate)
 
     return replace(space(t["template"], t), alternatives=tuple(space(name, table) for name, table in

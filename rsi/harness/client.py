@@ -32,6 +32,9 @@ from rsi.harness.producer import ALIGN, GUARD
 from rsi.harness.wire import SharedMemory, dtype_of, make_view
 
 ARENA_SLACK = 1 << 20
+# workspace that does not grow with the inputs (per-document padding, partial reductions: attention_fp8_cute's
+# transposed V at one row is 64 columns a head), on top of the scratch zone's one copy of each input
+SCRATCH_SLACK = 1 << 20
 
 
 class StageError(Exception):
@@ -222,12 +225,12 @@ def arena_bytes(refs: tuple) -> int:
 
 def scratch_bytes(inputs: tuple) -> int:
     """The scratch zone of an arena: room for one contiguous copy of every tensor input (with its guard band), plus
-    the alignment of the zone's first allocation (the outputs' zone ends anywhere)."""
+    the alignment of the zone's first allocation (the outputs' zone ends anywhere) and SCRATCH_SLACK."""
     total = 0
     for x in inputs:
         if torch.is_tensor(x):
             total += -(-(x.numel() * x.element_size()) // ALIGN) * ALIGN + 2 * GUARD
-    return total + ALIGN if total else 0
+    return total + ALIGN + SCRATCH_SLACK if total else 0
 
 
 def outputs_from(reply: P.Reply, buf: torch.Tensor, limit: int | None = None) -> tuple[torch.Tensor, ...]:

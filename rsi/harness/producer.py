@@ -53,7 +53,7 @@ class Arena:
         end = start + n * esize
         if scratch and end + GUARD > self.buf.numel():
             raise MemoryError(f"scratch exceeds the {self.buf.numel() - self.limit} bytes the judge gives this "
-                              f"call (one copy of each input)")
+                              f"call (one copy of each input plus 1 MiB)")
         if not scratch and end + GUARD > self.limit:
             raise MemoryError(f"outputs exceed the {self.limit} bytes the judge sized for this op "
                               f"(the reference's outputs plus slack): allocate only the op's outputs (workspace "

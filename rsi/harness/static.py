@@ -144,7 +144,7 @@ def contract_rules() -> list[str]:
         (f"- imports: {IMPORT_RULE}. Nothing else: not torch, math, typing, os, sys or anything from rsi but "
          f"rsi.kernel. The kernel API is exactly K.{{{', '.join(sorted(CANDIDATE_API))}}}: "
          "`K.empty(shape, dtype, device)`, `K.empty_like(t)` for outputs, `K.scratch(shape, dtype, device)` for "
-         "workspace (at most one copy of each input per call; it never holds anything from an earlier call)"),
+         "workspace (at most one copy of each input plus 1 MiB per call; it never holds anything from an earlier call)"),
         ("- module level: a docstring, the imports, constants bound to plain names (numbers, strings, booleans, None, "
          "tuples of them, arithmetic of them, tl.constexpr(...), K.<dtype>, tl.<dtype>) and def statements; "
          "no classes, no if/for/with/try, no calls at import time, no containers (no caches of results)"),

@@ -226,12 +226,14 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                         display.note(f"keep baseline: {cand.hash[:10]} was timed against a baseline promoted over "
                                      "since (another worker's promotion); not promoted")
                         continue
-                    dec = promotion_decision(opts, space, cand, verdict, incumbent)
+                    # the candidate's template's space: its buckets decide the promotion (rsi.spaces)
+                    tspace = space.of(proposal.meta.get("template") or opts.template)
+                    dec = promotion_decision(opts, tspace, cand, verdict, incumbent)
                     if dec is not None:
                         display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +
                                      dec.reason())
                         if dec.promote:
-                            incumbent = _promote(store, opts, run_id, op, space, cand, verdict, dec, env,
+                            incumbent = _promote(store, opts, run_id, op, tspace, cand, verdict, dec, env,
                                                  template=proposal.meta.get("template"))
                             promoted.append({"candidate": cand.hash, "path": str(incumbent.path)})
                 for n in pool.notes():

@@ -187,3 +187,74 @@ def test_attention_template_compiles_for_sm90(tmp_path):
     assert wide["packed"] == 0 and narrow["packed"] >= 1 and narrow["pack_ptx"] and dynamic["pack_ptx"]
     # PINGPONG 1 with OVERLAP 1: the GEMM turn handed on at the start, after the first QK^T, in the loop and at the end
     assert not wide["ops"].get("bar.arrive") and narrow["ops"].get("bar.arrive") == 4
+
+
+_COMPILE_FP8_ATTENTION = r"""
+import collections, glob, importlib.util, json, os, re, sys
+import torch
+import cuda.bindings.driver as cuda
+from cutlass import cute
+from cutlass.cute.runtime import from_dlpack
+from rsi import kernel as K
+from rsi.refs import get_op_group
+spec = importlib.util.spec_from_file_location("tpl_attention_fp8_cute", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+op = get_op_group("attention_fp8")
+shape = next(s for s in op.interp_shapes if s.name == "three_docs")
+q, k, v, cu = op.make_inputs(shape, 7, "cpu", 2)          # odd strides: the quantisers read any layout
+S, H, D = q.shape
+n_pad = (S + 31) // 32 * 32 + 32 * (cu.numel() - 1)
+part, scales = torch.empty(3, H, m.AMAX_CTAS), torch.empty(3, H)
+q8 = torch.empty(S, H, D, dtype=torch.float8_e4m3fn)
+vt = torch.empty(H, D, n_pad, dtype=torch.float8_e4m3fn)
+out = {}
+calls = [("amax", m._amax_host, (v, part[2]), {}, True),
+         ("rows", m._quant_rows_host, (q, part[0], q8, scales[0]), {}, True),
+         ("vt", m._quant_vt_host, (v, part[2], cu, vt, scales[2]), {}, True)]
+for bn, stages, pp, ov, dyn in ((128, 2, 0, 1, False), (64, 3, 1, 0, False), (128, 2, 0, 1, True)):
+    cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov}
+    calls.append((f"attn_{bn}_{stages}_{pp}_{ov}_{int(dyn)}", m._attention_host,
+                  (q8, q8, vt, torch.empty_like(q), cu, cu, scales), cfg, dyn))
+for name, fn, args, cfg, dyn in calls:
+    _, positional = K._cute_args(fn, args, cfg, cuda.CUstream(0), from_dlpack, dyn)
+    compile_args, _ = K._cute_bind(fn, positional, cfg)
+    for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")):
+        os.remove(f)
+    cute.compile(fn, *compile_args)
+    ptx = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
+    out[name] = dict(collections.Counter(re.findall(
+        r"wgmma\.mma_async[.a-z0-9_]*|cvt\.rn\.satfinite\.e4m3x2\.f32|div\.[a-z0-9.]*|ex2\.approx[.a-z0-9]*|"
+        r"cp\.async\.bulk\.tensor\.3d\.shared[^.]*|[ld|st]+\.local|max\.f32|shfl\.sync\.bfly\.b32", ptx)))
+print(json.dumps(out))
+"""
+
+
+def test_fp8_attention_template_compiles_for_sm90(tmp_path):
+    """rsi/templates/attention_fp8_cute.py: its three quantisation passes (IEEE division, the saturating e4m3
+    conversion, the amax by max and shuffles) and its attention kernel at 128 keys with OVERLAP (static and dynamic
+    layouts) and at 64 keys, 3 stages with PINGPONG: e4m3 x e4m3 warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
+    a key block (the overlap peels one of each off its loop), P converted to e4m3 in pairs, one ex2 per score and two
+    per row pair, Q, K and V^T by 3-D TMA and nothing in local memory."""
+    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
+           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "attention_fp8_cute.py"
+    r = subprocess.run([sys.executable, "-c", _COMPILE_FP8_ATTENTION, str(tpl)], capture_output=True, text=True,
+                       timeout=600, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["amax"].get("max.f32") and res["amax"].get("shfl.sync.bfly.b32") and not res["amax"].get("div.rn.f32")
+    for name in ("rows", "vt"):
+        assert res[name].get("div.rn.f32") and res[name].get("cvt.rn.satfinite.e4m3x2.f32")
+        assert not any(k.startswith("div.full") or k.startswith("div.approx") for k in res[name])
+    for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2)), ("attn_128_2_0_1_0", "attn_64_3_1_0_0",
+                                                                   "attn_128_2_0_1_1")):
+        ops = res[name]
+        got = {k.split(".")[4]: n for k, n in ops.items() if k.startswith("wgmma.mma_async")}
+        assert got == ({f"m64n{bn}k32": copies * 128 // 32, "m64n128k32": copies * bn // 32} if bn != 128
+                       else {"m64n128k32": copies * (128 + bn) // 32}), got
+        assert all(k.endswith(".f32.e4m3.e4m3") for k in ops if k.startswith("wgmma"))
+        assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == copies * bn // 4
+        assert ops.get("ex2.approx.ftz.f32") == copies * (bn // 2 + 2)
+        assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and not ops.get("ld.local") and not ops.get("st.local")
