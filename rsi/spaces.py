@@ -441,7 +441,7 @@ def load_space(op: str, spaces_dir: Path = SPACES_DIR) -> Space:
         if not (Path(__file__).resolve().parent / "templates" / f"{template}.py").exists():
             raise ValueError(f"{path}: no template rsi/templates/{template}.py")
         buckets = tuple(table.get("buckets", t.get("buckets", [])))
-        if not buckets or not set(buckets) <= set(t.get("buckets", [])):
+        if table is not t and "buckets" in table and (not buckets or not set(buckets) <= set(t.get("buckets", []))):
             raise ValueError(f"{path}: template {template}'s buckets {list(buckets)} must be a non-empty subset of "
                              f"[{op}].buckets {t.get('buckets', [])}")
         return Space(op=op, template=template, axes={k: list(v) for k, v in table["axes"].items()},
