@@ -213,7 +213,9 @@ class Attention:
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
             with self._timed("fp8"):
-                o = self._dispatch("attention_fp8", fp8_fallback(q), q, k, v, cu)
+                fallback = fp8_fallback(q)
+                o = self._dispatch("attention_fp8", fallback, q, k, v, cu,
+                                   incumbent="cudnn_fp8" if fallback is fp8_cudnn else None)
         elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
             tau = cfg.tau(w.step)
             with self._timed("sol"):
@@ -246,13 +248,17 @@ class Attention:
 
     def _dense(self, q, k, v, cu_q, cu_k) -> torch.Tensor:
         """The ``attention`` op: its verified kernel where one serves these dims (head dim 128 only: the op's dims
-        carry it), else FA4, else SDPA per document."""
-        return self._dispatch("attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu_q, cu_k)
+        carry it) and, where FA4 is installed here, was timed against it, else FA4, else SDPA per document."""
+        fa4 = fa4_available(q)
+        return self._dispatch("attention", fa4_documents if fa4 else sdpa_documents, q, k, v, cu_q, cu_k,
+                              incumbent="fa4" if fa4 else None)
 
-    def _dispatch(self, op: str, fallback, *args):
+    def _dispatch(self, op: str, fallback, *args, incumbent: str | None = None):
+        """op's verified kernel where one serves these args (and was timed against ``incumbent``, the baseline
+        the fallback is: runtime.kernels.untimed_incumbent), else ``fallback``."""
         if self.kernels is None:
             return fallback(*args)
-        return self.kernels.call_or(op, fallback, *args)
+        return self.kernels.call_or(op, fallback, *args, incumbent=incumbent)
 
     def _sol(self, q, k, v, cu, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(out [S, H, D], selection mask): the sol_attn op's outputs (rsi/refs/sol_attn.py)."""

@@ -49,7 +49,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     from rsi.refs import attention_fp8 as ref
     from rsi.refs.attention_baselines import BASELINES, cudnn_fp8
     from rsi.search.stats import aa_band, paired_ratio_ci
-    from runtime.attention import fa4_available, fa4_documents, fp8_fallback, sdpa_documents
+    from runtime.attention import fa4_available, fa4_documents, fp8_cudnn, fp8_fallback, sdpa_documents
 
     op = ref.OP_GROUP
     known = (*op.shapes, *op.odd_shapes, *op.interp_shapes)
@@ -65,9 +65,12 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     impls = {"sdpa_cudnn": library("sdpa_cudnn"), "sdpa_cudnn_aa": library("sdpa_cudnn"),
              "sdpa_flash": library("sdpa_flash"), "fa4": library("fa4"),
              "attention": lambda q, k, v, cu: kernels.call_or(
-                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu, cu),
+                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu, cu,
+                 incumbent="fa4" if fa4_available(q) else None),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
-             "attention_fp8": lambda q, k, v, cu: kernels.call_or("attention_fp8", fp8_fallback(q), q, k, v, cu)}
+             "attention_fp8": lambda q, k, v, cu: kernels.call_or(
+                 "attention_fp8", fp8_fallback(q), q, k, v, cu,
+                 incumbent="cudnn_fp8" if fp8_fallback(q) is fp8_cudnn else None)}
     lossy = {"cudnn_fp8", "attention_fp8"}
     q, k, v, cu = sets[0]
     flop = _flop(cu, q.shape[1], q.shape[2])

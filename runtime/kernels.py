@@ -119,12 +119,15 @@ class Kernels:
             self._unverified.add(key)
         return False
 
-    def call_or(self, op: str, fallback: Callable[..., Any], *args: Any) -> Any:
+    def call_or(self, op: str, fallback: Callable[..., Any], *args: Any, incumbent: str | None = None) -> Any:
         """As ``call``, but where no verified kernel serves these dims ``fallback`` runs instead of the op group's
-        reference (attention: the reference is an fp32 loop; the incumbent the runtime falls back to is SDPA)."""
+        reference (attention: the reference is an fp32 loop; the incumbent the runtime falls back to is SDPA).
+        ``incumbent``: the op group's baseline the fallback is (e.g. ``fa4``); where the verified kernel's record
+        says that baseline was not timed at the serving bucket (not installed on the judge's machine), the kernel
+        was never shown faster than it, so the fallback runs, and the reason says so."""
         dims = op_dims(op, args)
         key = (op, tuple(sorted(dims.items())))
-        choice = self._cache.get(key) or self._resolve(op, dims, key, fallback)
+        choice = self._cache.get(key) or self._resolve(op, dims, key, fallback, incumbent)
         return self._timed(key, choice, args)
 
     def chosen(self, op: str, *args: Any) -> str:
@@ -165,14 +168,17 @@ class Kernels:
         return [{"op": self._cache[k].op, "dims": dict(self._cache[k].dims), "kernel": self._cache[k].kernel,
                  "calls": n, "seconds": self._seconds.get(k, 0.0)} for k, n in self._calls.items()]
 
-    def _resolve(self, op: str, dims: dict[str, int], key: tuple, fallback: Callable[..., Any] | None = None
-                 ) -> Choice:
+    def _resolve(self, op: str, dims: dict[str, int], key: tuple, fallback: Callable[..., Any] | None = None,
+                 incumbent: str | None = None) -> Choice:
         reference = refs.get_op_group(op).reference
         kernel, fn, level, chash = "reference", reference, logging.INFO, None
         if self.mode == "reference":
             why = "--kernels reference"
         else:
             vk, why = resolve(self.root, self.target, op, dims, self.env)
+            untimed = untimed_incumbent(vk.record, dims, incumbent) if vk is not None and fallback else ""
+            if untimed:
+                vk, why = None, f"{vk.path.name} {untimed}"
             if vk is not None:
                 try:                        # a locked kernel that does not import: the reference runs, loudly
                     fn, kernel, chash = vk.load(), vk.path.name, vk.record["candidate_hash"]
@@ -193,6 +199,22 @@ class Kernels:
     def format_summary(self) -> str:
         return "\n".join(f"{c.op:24s} {','.join(f'{k}={v}' for k, v in c.dims.items()):40s} {c.kernel:28s} "
                          f"x{c.calls:<5d} {c.why}" for c in self._cache.values())
+
+
+def untimed_incumbent(record: dict[str, Any], dims: dict[str, int], incumbent: str | None) -> str:
+    """Why a verified kernel must not replace ``incumbent`` at ``dims`` ("" where it may): its record (the judge's
+    ``incumbents`` per bucket) has that baseline untimed at the bucket serving ``dims``, so the kernel was never
+    shown faster than it (e.g. FlashAttention-4, absent where the kernel was judged)."""
+    from rsi.verified import bucket_of
+
+    if incumbent is None:
+        return ""
+    bucket = bucket_of(record, dims)
+    entry = record.get("incumbents", {}).get(bucket, {}).get(incumbent)
+    if entry is None or entry.get("timed", True):
+        return ""
+    return (f"bucket {bucket} was not timed against {incumbent} ({entry.get('reason', 'no reason recorded')}): "
+            f"{incumbent} runs")
 
 
 def identity_rope(rows: int, device: torch.device | str) -> torch.Tensor:

@@ -179,3 +179,31 @@ def test_cross_attention_runs_the_kernel_locked_for_its_bucket(tmp_path):
     s = [(c["dims"]["kv_rows"], c["dims"]["head_dim"], c["kernel"]) for c in k.summary()]
     assert s == [(20, 32, d.name), (0, 32, "sdpa_documents"), (15, 32, "sdpa_documents"),
                  (20, 16, "sdpa_documents")]
+
+
+def test_an_incumbent_the_kernel_was_not_timed_against_runs_instead(tmp_path):
+    """A verified kernel whose record has an incumbent untimed at the serving bucket (FlashAttention-4 not installed
+    where it was judged) never replaces that incumbent as the fallback: it was not shown faster than it. Timed, or
+    another fallback: the kernel runs."""
+    cand, d = promote(tmp_path)
+    record_path = d / "record.json"
+    import json
+
+    record = json.loads(record_path.read_text())
+    record["incumbents"] = {"full": {"fa4": {"timed": False, "reason": "raised ModuleNotFoundError"},
+                                     "sdpa_cudnn": {"timed": True}}}
+    record_path.write_text(json.dumps(record))
+    lock_kernel(tmp_path, "h200", "swiglu", d)               # the record's hash again
+
+    def lib(x):
+        return torch.zeros(x.shape[0], x.shape[1] // 2, dtype=x.dtype)
+
+    x = torch.randn(64, 1024).bfloat16()
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+    assert k.call_or("swiglu", lib, x, incumbent="fa4").abs().sum() == 0           # the library ran
+    s = k.summary()[0]
+    assert s["kernel"] == "lib" and "was not timed against fa4 (raised ModuleNotFoundError): fa4 runs" in s["why"]
+    for incumbent in ("sdpa_cudnn", None):                                          # timed, or none named
+        k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
+        assert k.call_or("swiglu", lib, x, incumbent=incumbent).abs().sum() > 0
+        assert k.summary()[0]["kernel"] == d.name
