@@ -42,6 +42,10 @@ Written in the seventeenth session from attention_cute (same structure; facts on
 from CUTLASS's ALayout_64x32 for 8-bit types, checked here against the DSL's tv_layout_A, and FA3's paper for the
 FP8 forward; no code copied). Config: BM (128: two consumer warpgroups), BN (key block, a multiple of 64), STAGES,
 PINGPONG, OVERLAP, DYNAMIC.
+H200 run 69 (its first GPU run): q8, k8, vt and the scales equal to the reference's quantiser byte for byte at every
+probed shape, layout and special case; the judge accepted it (rel-L2 0.054 against the exact op where the reference
+has 0.047); at h3_full 1.443x SDPA cuDNN with PINGPONG 1 and 1.038x cuDNN's FP8 attention (inside the A/A band: not
+promoted); the quantisation passes take 3.7 ms of its 49 ms there (docs/results.md).
 """
 
 import cutlass
