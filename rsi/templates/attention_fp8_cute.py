@@ -40,8 +40,9 @@ attention kernel compiles per shape (static layouts), 1: once per dtype / alignm
 Limits: head dim 128 only (the op's shapes); workspace 3 S H 128 bytes + 32 (n_docs + 1) H 128 + 128 H 4.
 Written in the seventeenth session from attention_cute (same structure; facts on the e4m3 wgmma register layouts
 from CUTLASS's ALayout_64x32 for 8-bit types, checked here against the DSL's tv_layout_A, and FA3's paper for the
-FP8 forward; no code copied). Config: BM (128: two consumer warpgroups), BN (key block, a multiple of 64), STAGES,
-PINGPONG, OVERLAP, DYNAMIC.
+FP8 forward; no code copied). Config: BM (128: two consumer warpgroups), BN (key block, a multiple of 64: V^T's
+rows take the 128-byte swizzle where BN is a multiple of 128, else the 64-byte one), STAGES, PINGPONG, OVERLAP,
+DYNAMIC.
 H200 run 69 (its first GPU run): q8, k8, vt and the scales equal to the reference's quantiser byte for byte at every
 probed shape, layout and special case; the judge accepted it (rel-L2 0.054 against the exact op where the reference
 has 0.047); at h3_full 1.443x SDPA cuDNN with PINGPONG 1 and 1.038x cuDNN's FP8 attention (inside the A/A band: not

@@ -211,7 +211,8 @@ out = {}
 calls = [("amax", m._amax_host, (v, part[2]), {}, True),
          ("rows", m._quant_rows_host, (q, part[0], q8, scales[0]), {}, True),
          ("vt", m._quant_vt_host, (v, part[2], cu, vt, scales[2]), {}, True)]
-for bn, stages, pp, ov, dyn in ((128, 2, 0, 1, False), (64, 3, 1, 0, False), (128, 2, 0, 1, True)):
+for bn, stages, pp, ov, dyn in ((128, 2, 0, 1, False), (64, 3, 1, 0, False), (128, 2, 0, 1, True),
+                                (192, 2, 1, 1, False)):
     cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov}
     calls.append((f"attn_{bn}_{stages}_{pp}_{ov}_{int(dyn)}", m._attention_host,
                   (q8, q8, vt, torch.empty_like(q), cu, cu, scales), cfg, dyn))
@@ -232,7 +233,8 @@ print(json.dumps(out))
 def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     """rsi/templates/attention_fp8_cute.py: its three quantisation passes (IEEE division, the saturating e4m3
     conversion, the amax by max and shuffles) and its attention kernel at 128 keys with OVERLAP (static and dynamic
-    layouts) and at 64 keys, 3 stages with PINGPONG: e4m3 x e4m3 warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
+    layouts), at 64 keys, 3 stages with PINGPONG and at 192 keys (the 64-byte swizzle) with both: e4m3 x e4m3
+    warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
     a key block (the overlap peels one of each off its loop), P converted to e4m3 in pairs, one ex2 per score and two
     per row pair, Q, K and V^T by 3-D TMA and nothing in local memory."""
     pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
@@ -248,8 +250,8 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     for name in ("rows", "vt"):
         assert res[name].get("div.rn.f32") and res[name].get("cvt.rn.satfinite.e4m3x2.f32")
         assert not any(k.startswith("div.full") or k.startswith("div.approx") for k in res[name])
-    for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2)), ("attn_128_2_0_1_0", "attn_64_3_1_0_0",
-                                                                   "attn_128_2_0_1_1")):
+    for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2), (192, 2)),
+                                  ("attn_128_2_0_1_0", "attn_64_3_1_0_0", "attn_128_2_0_1_1", "attn_192_2_1_1_0")):
         ops = res[name]
         got = {k.split(".")[4]: n for k, n in ops.items() if k.startswith("wgmma.mma_async")}
         assert got == ({f"m64n{bn}k32": copies * 128 // 32, "m64n128k32": copies * bn // 32} if bn != 128
