@@ -3,6 +3,7 @@ refused on a hard environment mismatch, and the DiT running through a verified k
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 
@@ -185,10 +186,8 @@ def test_an_incumbent_the_kernel_was_not_timed_against_runs_instead(tmp_path):
     """A verified kernel whose record has an incumbent untimed at the serving bucket (FlashAttention-4 not installed
     where it was judged) never replaces that incumbent as the fallback: it was not shown faster than it. Timed, or
     another fallback: the kernel runs."""
-    cand, d = promote(tmp_path)
+    _cand, d = promote(tmp_path)
     record_path = d / "record.json"
-    import json
-
     record = json.loads(record_path.read_text())
     record["incumbents"] = {"full": {"fa4": {"timed": False, "reason": "raised ModuleNotFoundError"},
                                      "sdpa_cudnn": {"timed": True}}}

@@ -46,15 +46,22 @@ print(json.dumps(out))
 """
 
 
-def test_cute_template_compiles_for_sm90(tmp_path):
+
+def _compile(tmp_path, script: str, template: str) -> subprocess.CompletedProcess:
+    """Run ``script`` on rsi/templates/<template>.py in a fresh interpreter that compiles for sm_90a and keeps the
+    PTX in tmp_path (skipped without the [cute] extra); its exit status is asserted."""
     pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
            "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("TRITON_INTERPRET", None)
-    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "gelu_tanh_cute.py"
-    r = subprocess.run([sys.executable, "-c", _COMPILE, str(tpl)], capture_output=True, text=True, timeout=600,
+    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / f"{template}.py"
+    r = subprocess.run([sys.executable, "-c", script, str(tpl)], capture_output=True, text=True, timeout=600,
                        env=env, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+def test_cute_template_compiles_for_sm90(tmp_path):
+    r = _compile(tmp_path, _COMPILE, "gelu_tanh_cute")
     aligned, odd = json.loads(r.stdout.strip().splitlines()[-1])
     assert aligned["call"] == odd["call"] == [0, 1, 2]  # x, out, stream: the Constexpr config is compiled in
     assert aligned["ops"].get("ld.global.v4.b32") and aligned["ops"].get("st.global.v4.b32")
@@ -96,14 +103,7 @@ print(json.dumps(out))
 def test_fp8_gemm_template_compiles_for_sm90(tmp_path):
     """rsi/templates/fp8_gemm_cute.py: TMA loads, e4m3 warpgroup MMAs of the configured width, the register split
     with two consumer warpgroups only, and an epilogue of separate fp32 products (no fma) rounded once to bf16."""
-    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
-    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
-           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("TRITON_INTERPRET", None)
-    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "fp8_gemm_cute.py"
-    r = subprocess.run([sys.executable, "-c", _COMPILE_GEMM, str(tpl)], capture_output=True, text=True, timeout=600,
-                       env=env, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _compile(tmp_path, _COMPILE_GEMM, "fp8_gemm_cute")
     wide, narrow = json.loads(r.stdout.strip().splitlines()[-1])
     assert wide["call"] == narrow["call"] == [0, 1, 2, 3, 4, 5]   # x8, x_scale, w8, w_scale, out, stream
     assert wide["ops"].get("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3")
@@ -164,14 +164,7 @@ def test_attention_template_compiles_for_sm90(tmp_path):
     are read by wgmma, and nothing in local memory. The odd layout (2) has tensors TMA cannot read, which the launch
     packs first: that copy kernel compiles too. The same with dynamic layouts (DYNAMIC 1: K.cute_launch_dynamic) at
     128 keys with OVERLAP: the same instructions."""
-    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
-    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
-           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("TRITON_INTERPRET", None)
-    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "attention_cute.py"
-    r = subprocess.run([sys.executable, "-c", _COMPILE_ATTENTION, str(tpl)], capture_output=True, text=True,
-                       timeout=600, env=env, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _compile(tmp_path, _COMPILE_ATTENTION, "attention_cute")
     wide, narrow, dynamic = json.loads(r.stdout.strip().splitlines()[-1])
     # OVERLAP 1: the first block's QK^T and softmax and the last block's PV are peeled off the loop
     for c, bn, copies in ((wide, 128, 1), (narrow, 64, 2), (dynamic, 128, 2)):
@@ -237,19 +230,12 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
     a key block (the overlap peels one of each off its loop), P converted to e4m3 in pairs, one ex2 per score and two
     per row pair, Q, K and V^T by 3-D TMA and nothing in local memory."""
-    pytest.importorskip("cutlass.cute", reason="CuTe DSL is not installed (pip install -e '.[cute]')")
-    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp_path),
-           "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("TRITON_INTERPRET", None)
-    tpl = Path(__file__).resolve().parents[2] / "rsi" / "templates" / "attention_fp8_cute.py"
-    r = subprocess.run([sys.executable, "-c", _COMPILE_FP8_ATTENTION, str(tpl)], capture_output=True, text=True,
-                       timeout=600, env=env, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _compile(tmp_path, _COMPILE_FP8_ATTENTION, "attention_fp8_cute")
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert res["amax"].get("max.f32") and res["amax"].get("shfl.sync.bfly.b32") and not res["amax"].get("div.rn.f32")
     for name in ("rows", "vt"):
         assert res[name].get("div.rn.f32") and res[name].get("cvt.rn.satfinite.e4m3x2.f32")
-        assert not any(k.startswith("div.full") or k.startswith("div.approx") for k in res[name])
+        assert not any(k.startswith(("div.full", "div.approx")) for k in res[name])
     for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2), (192, 2)),
                                   ("attn_128_2_0_1_0", "attn_64_3_1_0_0", "attn_128_2_0_1_1", "attn_192_2_1_1_0")):
         ops = res[name]
