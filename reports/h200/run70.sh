@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # H200 run 70 (prepared in the seventeenth session, not yet run): the FP8 CuTe attention template's wider key block.
 # First probe 70 (reports/h200/probe70.py, outside the judge): each quantisation pass and the attention kernel alone
-# at h3_full, at BN 128 and 192. Then the judged search of attention_fp8 with attention_fp8_cute (seed 0, the real lock): BN 192 with its heuristic's
-# schedules (PINGPONG 1, OVERLAP 1; V^T's rows then take the 64-byte swizzle; compiled here without spills), then
+# at h3_full, at BN 128 and 192. Then the judged search of attention_fp8 with attention_fp8_cute (seed 0, the real
+# lock): BN 192 with its heuristic's schedules (PINGPONG 1, OVERLAP 1; V^T's rows then take the 64-byte swizzle; compiled here without spills), then
 # STAGES 3 at BN 128 (probe 69: 1.342x SDPA cuDNN at h3_full with PINGPONG 0, against 1.299x at 2 stages), at most 2
 # candidates, none started after 3 minutes (run 69d: a verdict took ~250 s). Two calls to one warm machine:
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
