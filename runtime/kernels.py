@@ -203,15 +203,19 @@ class Kernels:
 
 def untimed_incumbent(record: dict[str, Any], dims: dict[str, int], incumbent: str | None) -> str:
     """Why a verified kernel must not replace ``incumbent`` at ``dims`` ("" where it may): its record (the judge's
-    ``incumbents`` per bucket) has that baseline untimed at the bucket serving ``dims``, so the kernel was never
-    shown faster than it (e.g. FlashAttention-4, absent where the kernel was judged)."""
+    ``incumbents`` per bucket) has that baseline untimed at the bucket serving ``dims`` because it could not run
+    there (not installed on the judge's machine, e.g. FlashAttention-4), or names no such baseline at all, so the
+    kernel was never shown faster than it. A baseline that ran and failed the judge's check there is no reason: the
+    kernel was shown right where it was not."""
     from rsi.verified import bucket_of
 
     if incumbent is None:
         return ""
     bucket = bucket_of(record, dims)
     entry = record.get("incumbents", {}).get(bucket, {}).get(incumbent)
-    if entry is None or entry.get("timed", True):
+    if entry is None:
+        return f"bucket {bucket}'s record names no {incumbent}: {incumbent} runs"
+    if entry.get("timed", True) or "error" in entry:
         return ""
     return (f"bucket {bucket} was not timed against {incumbent} ({entry.get('reason', 'no reason recorded')}): "
             f"{incumbent} runs")

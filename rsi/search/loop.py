@@ -257,11 +257,17 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
 
 def promotion_decision(opts: SearchOptions, space, cand, verdict: dict, incumbent) -> promote.Decision | None:
     """The promotion rule for one evaluated candidate; None where promotion does not apply (interpreter, no target,
-    not accepted). The locked kernel re-proposed (same hash) is never promoted over itself, whatever its timing."""
+    not accepted). The locked kernel re-proposed (same hash) is never promoted over itself, whatever its timing, and
+    a candidate whose template claims fewer buckets than the locked kernel serves never replaces it (the lock holds
+    one kernel a target and op: the other buckets would lose theirs)."""
     if verdict["status"] != "accepted" or opts.backend != "cuda" or not opts.target:
         return None
     if incumbent is not None and cand.hash == incumbent.record["candidate_hash"]:
         return promote.Decision(False, {"all": "the locked kernel itself"}, rule="beat incumbent")
+    served = sorted({s["bucket"] for s in incumbent.record.get("shapes", [])} - set(space.buckets)) if incumbent else []
+    if served:   # one kernel a target and op: promoting this one would leave those buckets without a verified kernel
+        return promote.Decision(False, {"all": f"the locked kernel also serves {', '.join(served)}, which template "
+                                                f"{space.template} does not claim"}, rule="beat incumbent")
     return promote.decide(verdict, space.buckets, incumbent is not None,
                           tuple(b.name for b in get_op_group(space.op).baselines))
 

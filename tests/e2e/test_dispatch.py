@@ -184,12 +184,13 @@ def test_cross_attention_runs_the_kernel_locked_for_its_bucket(tmp_path):
 
 def test_an_incumbent_the_kernel_was_not_timed_against_runs_instead(tmp_path):
     """A verified kernel whose record has an incumbent untimed at the serving bucket (FlashAttention-4 not installed
-    where it was judged) never replaces that incumbent as the fallback: it was not shown faster than it. Timed, or
-    another fallback: the kernel runs."""
+    where it was judged), or does not name it, never replaces that incumbent as the fallback: it was not shown faster
+    than it. Timed, failed the judge's check there, or no incumbent named: the kernel runs."""
     _cand, d = promote(tmp_path)
     record_path = d / "record.json"
     record = json.loads(record_path.read_text())
     record["incumbents"] = {"full": {"fa4": {"timed": False, "reason": "raised ModuleNotFoundError"},
+                                     "flex": {"timed": False, "reason": "fails the tolerance check", "error": {}},
                                      "sdpa_cudnn": {"timed": True}}}
     record_path.write_text(json.dumps(record))
     lock_kernel(tmp_path, "h200", "swiglu", d)               # the record's hash again
@@ -202,7 +203,10 @@ def test_an_incumbent_the_kernel_was_not_timed_against_runs_instead(tmp_path):
     assert k.call_or("swiglu", lib, x, incumbent="fa4").abs().sum() == 0           # the library ran
     s = k.summary()[0]
     assert s["kernel"] == "lib" and "was not timed against fa4 (raised ModuleNotFoundError): fa4 runs" in s["why"]
-    for incumbent in ("sdpa_cudnn", None):                                          # timed, or none named
+    for incumbent in ("sdpa_cudnn", "flex", None):              # timed; ran and failed the check; none named
         k = Kernels("verified", root=tmp_path, target="h200", env=ENV)
         assert k.call_or("swiglu", lib, x, incumbent=incumbent).abs().sum() > 0
         assert k.summary()[0]["kernel"] == d.name
+    k = Kernels("verified", root=tmp_path, target="h200", env=ENV)             # the record does not name it
+    assert k.call_or("swiglu", lib, x, incumbent="cudnn_fp8").abs().sum() == 0
+    assert "record names no cudnn_fp8: cudnn_fp8 runs" in k.summary()[0]["why"]

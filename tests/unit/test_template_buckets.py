@@ -7,9 +7,11 @@ template's space (``Space.of``)."""
 from __future__ import annotations
 
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
+from rsi.search.loop import promotion_decision
 from rsi.search.promote import decide
 from rsi.spaces import SPACES_DIR, load_space
 from rsi.verified import bucket_of
@@ -59,3 +61,22 @@ def test_a_candidate_is_promoted_on_its_templates_buckets_and_serves_only_those(
     assert bucket_of(record, {"rows": 38272, "heads": 14, "docs": 2}) == "h3_per_rank"
     assert bucket_of(record, {"rows": 10304, "heads": 56, "docs": 2}) is None       # h3_stage1: SDPA serves
     assert bucket_of(record, {"rows": 16128, "heads": 32, "docs": 1}) is None       # the refiner: SDPA serves
+
+
+def test_a_narrower_template_never_replaces_a_wider_locked_kernel():
+    """One kernel a target and op: a candidate of attention_cute (two buckets) that wins them would, promoted, take the
+    lock from a kernel serving five, and three buckets would lose theirs; it is refused with the reason. Over a
+    kernel serving only its own buckets the rule decides as usual."""
+    space = load_space("attention")
+    cute = space.of("attention_cute")
+    rows = [_row(b, 38272, 56, 1.17) for b in space.buckets]
+    verdict = {"status": "accepted", "timings": rows}
+    opts = SimpleNamespace(backend="cuda", target="h200")
+    cand = SimpleNamespace(hash="new")
+    wide = SimpleNamespace(record={"candidate_hash": "old", "shapes": [{"bucket": b} for b in space.buckets]})
+    dec = promotion_decision(opts, cute, cand, verdict, wide)
+    assert not dec.promote and "also serves h3_stage1, ltx_text, ltx_video" in dec.per_bucket["all"]
+    narrow = SimpleNamespace(record={"candidate_hash": "old", "shapes": [{"bucket": "h3_full"}]})
+    dec = promotion_decision(opts, cute, cand, verdict, narrow)
+    assert "all" not in dec.per_bucket and set(dec.per_bucket) == {"h3_full", "h3_per_rank"}
+    assert not promotion_decision(opts, space, cand, verdict, wide).per_bucket.get("all")   # the wide template: as before
