@@ -215,7 +215,10 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                 for key, verdict in pool.results(timeout=1.0):
                     proposal, timed_against = in_flight.pop(key)
                     cand = proposal.candidate
-                    objective = objective_of(verdict, opts.backend, tuple(b.name for b in op.baselines))
+                    # the candidate's template's space: its buckets decide the objective and the promotion
+                    tspace = space.of(proposal.meta.get("template") or opts.template)
+                    objective = objective_of(verdict, opts.backend, tuple(b.name for b in op.baselines),
+                                             tspace.buckets or None)
                     store.record_evaluation(run_id, seq, verdict, objective)
                     proposer.feedback(proposal, verdict, objective)
                     _remember(store, opts, run_id, cand, verdict, incumbent)
@@ -226,8 +229,6 @@ def run_search(opts: SearchOptions) -> dict[str, Any]:
                         display.note(f"keep baseline: {cand.hash[:10]} was timed against a baseline promoted over "
                                      "since (another worker's promotion); not promoted")
                         continue
-                    # the candidate's template's space: its buckets decide the promotion (rsi.spaces)
-                    tspace = space.of(proposal.meta.get("template") or opts.template)
                     dec = promotion_decision(opts, tspace, cand, verdict, incumbent)
                     if dec is not None:
                         display.note(("PROMOTE " if dec.promote else "keep baseline: ") + cand.hash[:10] + " " +

@@ -207,8 +207,10 @@ def offline_proposer(spaces: list[Space], storage_url: str, study_name: str, see
     return proposers[0] if len(proposers) == 1 else MixedProposer(proposers)
 
 
-def objective_of(verdict: dict, backend: str, incumbents: tuple[str, ...] = ()) -> float | None:
-    """Minimised by the optimizer (lower is better): geometric mean over buckets of candidate p50 / the fastest
+def objective_of(verdict: dict, backend: str, incumbents: tuple[str, ...] = (),
+                 buckets: tuple[str, ...] | None = None) -> float | None:
+    """Minimised by the optimizer (lower is better): geometric mean over buckets (``buckets``, the candidate's
+    template's, where given: the ones it is promoted on; else every timed one) of candidate p50 / the fastest
     p50 among eager, torch.compile, the current verified kernel ("best") and the op group's declared incumbents
     (``incumbents``: OpGroup.baselines names, e.g. attention's SDPA backends). Below 1: faster than all of them.
     Other timed entries (the same-bytes copy, Liger, the candidate's own A/A timing) are not competitors.
@@ -218,7 +220,7 @@ def objective_of(verdict: dict, backend: str, incumbents: tuple[str, ...] = ()) 
     """
     if verdict["status"] != "accepted":
         return None
-    rows = verdict.get("timings", [])
+    rows = [r for r in verdict.get("timings", []) if buckets is None or r.get("bucket") in buckets]
     if backend != "cuda" or not rows:
         return 1.0
     logs = []

@@ -219,6 +219,10 @@ def test_objective_is_candidate_over_fastest_competitor_lower_is_better():
     row["baselines"]["sdpa_cudnn"] = dict(row["baselines"]["compile"], p50_us=60.0)
     assert objective_of(_verdict(row), "cuda") == pytest.approx(0.9, rel=0.01)
     assert objective_of(_verdict(row), "cuda", ("sdpa_cudnn",)) == pytest.approx(1.5, rel=0.01)
+    # only the template's buckets count where given (a template that claims a subset, rsi.spaces)
+    two = _verdict(_row("a", cand=100.0, compile=200.0), _row("b", cand=100.0, compile=50.0, seed=3))
+    assert objective_of(two, "cuda", buckets=("a",)) == pytest.approx(0.5, rel=0.01)
+    assert objective_of(two, "cuda") == pytest.approx(1.0, rel=0.02)
 
 
 def test_objective_failures():
