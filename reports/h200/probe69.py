@@ -131,6 +131,8 @@ def main():
         row = pieces(op, three, 0, special)
         res["pieces"].append(row)
         print(row, flush=True)
+        with open(out_path, "w") as f:     # added after run 69, whose JSON missed these rows (its smoke.log has them)
+            json.dump(res, f, indent=1, default=str)
     ok = all("error" not in r and r["launch_vs_ref"] < 0.05 and r["nonfinite_where_ref_finite"] == 0
              and r["finite_where_ref_nonfinite"] == 0 for r in res["pieces"])
     if "--smoke" in sys.argv:

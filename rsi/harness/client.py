@@ -3,10 +3,10 @@
 ``ProducerClient`` starts one producer (``rsi.harness.producer``) inside the sandbox and exchanges one strictly
 parsed reply per request (``rsi.harness.protocol``). ``Arenas`` are the judge-owned output buffers, refilled with
 random bytes before every call; ``outputs_from`` and ``guard_violation`` read a call's outputs and check the bytes
-around them. An arena ends in a scratch zone (``scratch_bytes``: the size of the call's inputs) that the candidate
-may write through ``K.scratch`` (a kernel that first copies an input into a layout it can read); outputs may not lie
-in it, its bytes are not checked, and the fresh random fill of every call leaves nothing in it from the last
-(but the refill trial's first call: ``Arenas.again``). ``RemoteEntry`` is a producer as one entry of the timing loop
+around them. An arena ends in a scratch zone (``scratch_bytes``: the size of the call's inputs plus 1 MiB) that the
+candidate may write through ``K.scratch`` (a kernel that first copies an input into a layout it can read); outputs
+may not lie in it, its bytes are not checked, and the fresh random fill of every call leaves nothing in it from the
+last (but the refill trial's first call: ``Arenas.again``). ``RemoteEntry`` is a producer as one entry of the timing loop
 (``rsi.harness.timing.interleave``).
 """
 
