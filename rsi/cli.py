@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--template", default=None,
                    help="search only this template of the op group's space: its main (Triton) one or one its TOML "
                         "declares under [<op>.templates], e.g. gelu_tanh_cute (CuTe DSL: GPU and pip install -e "
-                        "'.[cute]'); default: every template that can run here (docs/cute.md)")
+                        "'.[cute]'); default: every template that can run here (docs/cute.md). A template whose "
+                        "table lists its own buckets is promoted on those (attention_cute: h3_full, h3_per_rank)")
     s.add_argument("--model", default=None, help="model name for LLM proposers")
     s.add_argument("--base-url", default=None, help="endpoint for --proposer openai-compatible")
     s.add_argument("--inbox", default=None, help="folder for --proposer agent (prompts out, replies in)")
