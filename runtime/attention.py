@@ -213,9 +213,7 @@ class Attention:
         lossy = w.stage in DENOISING
         if cfg.mode == "fp8" and lossy:
             with self._timed("fp8"):
-                fallback = fp8_fallback(q)
-                o = self._dispatch("attention_fp8", fallback, q, k, v, cu,
-                                   incumbent="cudnn_fp8" if fallback is fp8_cudnn else None)
+                o = self._dispatch("attention_fp8", fp8_fallback(q), q, k, v, cu)
         elif cfg.mode == "sol" and sparse and w.stage == "stage2" and w.layer >= cfg.dense_layers:
             tau = cfg.tau(w.step)
             with self._timed("sol"):
@@ -249,16 +247,14 @@ class Attention:
     def _dense(self, q, k, v, cu_q, cu_k) -> torch.Tensor:
         """The ``attention`` op: its verified kernel where one serves these dims (head dim 128 only: the op's dims
         carry it) and, where FA4 is installed here, was timed against it, else FA4, else SDPA per document."""
-        fa4 = fa4_available(q)
-        return self._dispatch("attention", fa4_documents if fa4 else sdpa_documents, q, k, v, cu_q, cu_k,
-                              incumbent="fa4" if fa4 else None)
+        return self._dispatch("attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu_q, cu_k)
 
-    def _dispatch(self, op: str, fallback, *args, incumbent: str | None = None):
-        """op's verified kernel where one serves these args (and was timed against ``incumbent``, the baseline
-        the fallback is: runtime.kernels.untimed_incumbent), else ``fallback``."""
+    def _dispatch(self, op: str, fallback, *args):
+        """op's verified kernel where one serves these args (and, where ``fallback`` is a declared incumbent, was
+        timed against it: ``INCUMBENT_OF``, runtime.kernels.untimed_incumbent), else ``fallback``."""
         if self.kernels is None:
             return fallback(*args)
-        return self.kernels.call_or(op, fallback, *args, incumbent=incumbent)
+        return self.kernels.call_or(op, fallback, *args, incumbent=INCUMBENT_OF.get(fallback))
 
     def _sol(self, q, k, v, cu, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(out [S, H, D], selection mask): the sol_attn op's outputs (rsi/refs/sol_attn.py)."""
@@ -337,6 +333,10 @@ def fp8_cudnn(q, k, v, cu):
     except attention_fp8_cudnn.Unsupported as e:
         warnings.warn(f"--attention fp8: {e}; the op group's reference runs instead (slow)", stacklevel=2)
     return fp8_reference(q, k, v, cu)
+
+
+# the runtime's fallbacks that are op groups' declared incumbents (rsi.refs.attention_baselines), by baseline name
+INCUMBENT_OF = {fa4_documents: "fa4", fp8_cudnn: "cudnn_fp8"}
 
 
 def fp8_reference(q, k, v, cu):

@@ -49,7 +49,7 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     from rsi.refs import attention_fp8 as ref
     from rsi.refs.attention_baselines import BASELINES, cudnn_fp8
     from rsi.search.stats import aa_band, paired_ratio_ci
-    from runtime.attention import fa4_available, fa4_documents, fp8_cudnn, fp8_fallback, sdpa_documents
+    from runtime.attention import INCUMBENT_OF, fa4_available, fa4_documents, fp8_fallback, sdpa_documents
 
     op = ref.OP_GROUP
     known = (*op.shapes, *op.odd_shapes, *op.interp_shapes)
@@ -59,18 +59,18 @@ def bench(bucket: str, kernels, reps: int, dev: torch.device) -> dict[str, Any]:
     sets = [op.make_inputs(shape, 1000 + i, dev) for i in range(2)]
     base = {b.name: b for b in BASELINES}
 
+    def served(op_name, fallback, *args):   # as the runtime's attention dispatches (runtime/attention.py)
+        return kernels.call_or(op_name, fallback, *args, incumbent=INCUMBENT_OF.get(fallback))
+
     def library(name):
         return lambda q, k, v, cu: base[name].fn(*base[name].prepare(q, k, v, cu))
 
     impls = {"sdpa_cudnn": library("sdpa_cudnn"), "sdpa_cudnn_aa": library("sdpa_cudnn"),
              "sdpa_flash": library("sdpa_flash"), "fa4": library("fa4"),
-             "attention": lambda q, k, v, cu: kernels.call_or(
-                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu, cu,
-                 incumbent="fa4" if fa4_available(q) else None),
+             "attention": lambda q, k, v, cu: served(
+                 "attention", fa4_documents if fa4_available(q) else sdpa_documents, q, k, v, cu, cu),
              "cudnn_fp8": lambda q, k, v, cu: cudnn_fp8(q, k, v, [int(x) for x in cu.tolist()]),
-             "attention_fp8": lambda q, k, v, cu: kernels.call_or(
-                 "attention_fp8", fp8_fallback(q), q, k, v, cu,
-                 incumbent="cudnn_fp8" if fp8_fallback(q) is fp8_cudnn else None)}
+             "attention_fp8": lambda q, k, v, cu: served("attention_fp8", fp8_fallback(q), q, k, v, cu)}
     lossy = {"cudnn_fp8", "attention_fp8"}
     q, k, v, cu = sets[0]
     flop = _flop(cu, q.shape[1], q.shape[2])

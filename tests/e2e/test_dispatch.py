@@ -210,3 +210,20 @@ def test_an_incumbent_the_kernel_was_not_timed_against_runs_instead(tmp_path):
     k = Kernels("verified", root=tmp_path, target="h200", env=ENV)             # the record does not name it
     assert k.call_or("swiglu", lib, x, incumbent="cudnn_fp8").abs().sum() == 0
     assert "record names no cudnn_fp8: cudnn_fp8 runs" in k.summary()[0]["why"]
+
+
+def test_the_runtime_names_the_incumbent_its_fallback_is():
+    """runtime/attention.py's dispatch passes the baseline name of a fallback that is a declared incumbent (FA4,
+    cuDNN FP8), so untimed_incumbent can keep it; SDPA per document and the fp8 reference are not incumbents."""
+    from runtime.attention import Attention, fa4_documents, fp8_cudnn, fp8_reference, sdpa_documents
+
+    seen = []
+
+    class Spy:
+        def call_or(self, op, fallback, *args, incumbent=None):
+            seen.append((op, incumbent))
+
+    att = Attention(kernels=Spy())
+    for fallback in (fa4_documents, sdpa_documents, fp8_cudnn, fp8_reference):
+        att._dispatch("attention", fallback)
+    assert [i for _, i in seen] == ["fa4", None, "cudnn_fp8", None]
