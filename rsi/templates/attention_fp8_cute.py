@@ -485,6 +485,17 @@ def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute
                       HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
+def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt):
+    """The three quantisation passes (module docstring, 1-3) into the given workspace: part [3, H, 32] and scales
+    [3, H] fp32, q8 / k8 [S, H, 128] and vt [H, 128, n_pad] e4m3."""
+    K.cute_launch_dynamic(_amax_host, q, part.select(0, 0))
+    K.cute_launch_dynamic(_amax_host, k, part.select(0, 1))
+    K.cute_launch_dynamic(_amax_host, v, part.select(0, 2))
+    K.cute_launch_dynamic(_quant_rows_host, q, part.select(0, 0), q8, scales.select(0, 0))
+    K.cute_launch_dynamic(_quant_rows_host, k, part.select(0, 1), k8, scales.select(0, 1))
+    K.cute_launch_dynamic(_quant_vt_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
+
+
 def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0):
     n_rows, n_heads, head_dim = q.shape
     if (BM * HEAD_DIM + 2 * STAGES * BN * HEAD_DIM) + 2048 > SMEM_BYTES:
@@ -499,12 +510,7 @@ def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1,
     q8 = K.scratch((n_rows, n_heads, head_dim), dtype=K.float8_e4m3fn, device=q.device)
     k8 = K.scratch((n_rows, n_heads, head_dim), dtype=K.float8_e4m3fn, device=q.device)
     vt = K.scratch((n_heads, head_dim, n_pad), dtype=K.float8_e4m3fn, device=q.device)
-    K.cute_launch_dynamic(_amax_host, q, part.select(0, 0))
-    K.cute_launch_dynamic(_amax_host, k, part.select(0, 1))
-    K.cute_launch_dynamic(_amax_host, v, part.select(0, 2))
-    K.cute_launch_dynamic(_quant_rows_host, q, part.select(0, 0), q8, scales.select(0, 0))
-    K.cute_launch_dynamic(_quant_rows_host, k, part.select(0, 1), k8, scales.select(0, 1))
-    K.cute_launch_dynamic(_quant_vt_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
+    _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt)
     if DYNAMIC:
         K.cute_launch_dynamic(_attention_host, q8, k8, vt, out, cu_seqlens, cu_seqlens, scales, BM=BM, BN=BN,
                               STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)
