@@ -1205,6 +1205,21 @@ SCRATCH_MARKER_CACHE = _full_python(HONEST, "", '''    n = x.shape[0] * (x.shape
     return out
 ''')
 
+# the same marker cache kept in the zone's 1 MiB slack (added in the seventeenth session for workspace that does not
+# grow with the inputs): a first workspace the size of the input fills the one-copy part, the cache sits behind it
+SCRATCH_SLACK_MARKER = _full_python(HONEST, "", '''    n = x.shape[0] * (x.shape[1] // 2)
+    pad = K.scratch(tuple(x.shape), dtype=x.dtype, device=x.device)
+    keep = K.scratch((n + 1,), dtype=x.dtype, device=x.device)
+    if keep[0].item() == -12288.0:
+        out = K.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
+        out.view(-1).copy_(keep[1:])
+        return out
+    out = _launch(x)
+    keep[1:].copy_(out.view(-1))
+    keep[0] = -12288.0
+    return out
+''')
+
 # tells the runtime by its workspace: fresh device memory from torch.empty is often all zeros, the judge's random
 # fill never is; wrong only there
 SCRATCH_ZERO_DETECT = _full_python(HONEST, "", '''    keep = K.scratch((64,), dtype=x.dtype, device=x.device)

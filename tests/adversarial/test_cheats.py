@@ -109,6 +109,7 @@ RUNTIME_CHEATS = [
     ("SCRATCH_OVERSIZE", "swiglu", False, "correctness", "scratch exceeds"),
     ("SCRATCH_CACHE", "swiglu", True, "correctness", GARBAGE),
     ("SCRATCH_MARKER_CACHE", "swiglu", True, "correctness", "case refill"),
+    ("SCRATCH_SLACK_MARKER", "swiglu", True, "correctness", "case refill"),
     ("SCRATCH_ZERO_DETECT", "swiglu", True, "correctness", "case refill"),
     # crashes
     ("CRASH_EXIT", "swiglu", True, "crash", "exit code 7"),
