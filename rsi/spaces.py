@@ -323,7 +323,7 @@ def _heuristic_cute_fp8_flash_tiles(space: Space) -> dict[str, Any]:
     h3_stage1 and ltx_video (a sweep outside the judge: 1.421x, 1.105x, 1.073x SDPA cuDNN), judged in run 69d at
     1.443x SDPA cuDNN and 1.038x cuDNN's FP8 attention at h3_full (not promoted). Until then the heuristic was
     attention_cute's (PINGPONG 0), judged in run 69 at 1.292x SDPA cuDNN there."""
-    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 1, "OVERLAP": 1, "DYNAMIC": 0}
+    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 1, "OVERLAP": 1, "DYNAMIC": 0, "QVEC": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -33,6 +33,15 @@ workspace (``K.scratch``), in stream order:
    column a of a group holds key 8 (2 (a // 16) + (a % 4) // 2) + 2 ((a % 16) // 4) + a % 2.
    Keys of the last (partial) block past the document's end score -inf, and vt's columns there are zeros or another
    document's finite values (a non-finite head is NaN throughout, as its outputs are); out = acc v_scale / l.
+QVEC 1 (eighteenth session) replaces passes 1-3 by vectorised ones with static layouts (``K.cute_launch``: the
+compiler emits 16-byte loads where the layout's strides and offset allow them, narrower ones where they do not): a
+thread takes one 8-value vector of a head row (16 of them a row, 8 rows a 128-thread step) in the amax and row
+passes; the row and V^T passes divide by the head's scale through its reciprocal and one Markstein correction
+(``_quotient``: rsi/refs/fp8_quotient.py proves the same e4m3 byte as the IEEE quotient for every bf16 |x| <= amax,
+the scale lifted by 2^64 below 2^-64); the V^T pass goes through registers, not shared memory: thread (c, o) of 256
+loads dims 8 c .. 8 c + 7 of the 8 keys that vt's columns 8 o .. 8 o + 7 of a 128-key tile hold and stores each dim's
+8 columns as one 8-byte word (a warp's store: two 128-byte row pieces). QVEC 0: the passes above (dynamic layouts,
+one compile for every shape).
 With two consumer warpgroups the producer keeps 40 registers a thread and the consumers take 232. The output is
 contiguous [S, H, 128]; offsets are 32-bit (S H 128 < 2**31 at every shape of the op group). DYNAMIC 0: the
 attention kernel compiles per shape (static layouts), 1: once per dtype / alignment pattern
@@ -42,7 +51,7 @@ Written in the seventeenth session from attention_cute (same structure; facts on
 from CUTLASS's ALayout_64x32 for 8-bit types, checked here against the DSL's tv_layout_A, and FA3's paper for the
 FP8 forward; no code copied). Config: BM (128: two consumer warpgroups), BN (key block, a multiple of 64: V^T's
 rows take the 128-byte swizzle where BN is a multiple of 128, else the 64-byte one), STAGES, PINGPONG, OVERLAP,
-DYNAMIC.
+DYNAMIC, QVEC.
 H200 run 69 (its first GPU run): q8, k8 and vt equal to the reference's quantiser byte for byte at every probed
 shape, layout and special case, the scales equal in value; the judge accepted it (rel-L2 0.054 against the exact op where the reference
 has 0.047); at h3_full 1.443x SDPA cuDNN with PINGPONG 1 and 1.038x cuDNN's FP8 attention (inside the A/A band: not
@@ -65,6 +74,11 @@ AMAX_CTAS = 32            # CTAs a (tensor, head) in the amax pass: one partial 
 QUANT_ROWS = 64           # rows a CTA of the q / k quantiser (grid-strided)
 VT_TILE = 128             # padded key positions a CTA of the V^T quantiser
 VT_PITCH = 132            # bytes a shared-memory row of its transposed tile (33 words: conflict-free)
+VEC = 8                   # bf16 values a 16-byte access of the vectorised quantisers (QVEC 1)
+ROW_VECS = HEAD_DIM // VEC    # vectors a head row
+VEC_ROWS = HEAD_DIM // ROW_VECS   # rows a 128-thread step of the vectorised amax and row passes
+TINY_SCALE = 5.421010862427522e-20   # 2^-64: below it the Markstein quotient lifts the scale by 2^64
+LIFT = 1.8446744073709552e19         # 2^64
 
 
 # ------------------------------------------------------------------------------------------ quantisation passes
@@ -178,6 +192,145 @@ def _quant_vt_kernel(v: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, vt: cut
 def _quant_vt_host(v: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, vt: cute.Tensor, scale: cute.Tensor, stream):
     grid = (cute.ceil_div(v.shape[0] + 63, VT_TILE), v.shape[1], cu.shape[0] - 1)
     _quant_vt_kernel(v, part, cu, vt, scale).launch(grid=grid, block=(HEAD_DIM, 1, 1), stream=stream)
+
+
+# ------------------------------------------------------------------------------------------ vectorised quantisers
+@cute.jit
+def _markstein(sc: cute.Tensor, mk: cute.Tensor):
+    """mk = (nk, sk, nr) of the head scale sc[0] (rsi/refs/fp8_quotient.py): nk = -2^64 where the scale is below
+    2^-64 (else -1), sk = scale * -nk, nr = -1 / sk (IEEE); the quotient of h is then _quotient(h, mk)."""
+    mk[0] = -1.0
+    if sc[0] < TINY_SCALE:
+        mk[0] = -LIFT
+    mk[1] = sc[0] * -mk[0]
+    mk[2] = -1.0 / mk[1]
+
+
+@cute.jit
+def _quotient(h, mk: cute.Tensor):
+    """The IEEE quotient h / scale from the row reciprocal and one Markstein correction (fp8_quotient's proof: the
+    same e4m3 byte for every bf16 |h| <= amax): nhk = h nk, q0 = nhk nr, q = fma(fma(q0, sk, nhk), nr, q0)."""
+    nhk = h * mk[0]
+    q0 = nhk * mk[2]
+    return cute.math.fma(cute.math.fma(q0, mk[1], nhk), mk[2], q0)
+
+
+@cute.kernel
+def _amax_vec_kernel(gx: cute.Tensor, part: cute.Tensor):
+    """part[h, j] as _amax_kernel's, with 16-byte loads: gx is x cut into (1, 1, 8) vectors; a thread takes vector
+    column tidx % 16 of rows 8 j + tidx // 16, stepping 8 x 32 rows."""
+    tidx, _, _ = cute.arch.thread_idx()
+    j, h, _ = cute.arch.block_idx()
+    n_ctas, _, _ = cute.arch.grid_dim()
+    n_rows = gx.shape[1][0]
+    acc = cute.make_rmem_tensor((2,), cutlass.Float32)       # max |x|, sum of (|x| - |x|)
+    acc[0] = 0.0
+    acc[1] = 0.0
+    for r in cutlass.range(j * VEC_ROWS + tidx // ROW_VECS, n_rows, n_ctas * VEC_ROWS, unroll=4):
+        a = gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32)
+        for i in cutlass.range_constexpr(VEC):
+            e = cute.arch.fmax(a[i], -a[i])
+            acc[0] = cute.arch.fmax(acc[0], e)
+            acc[1] = acc[1] + (e - e)
+    for i in cutlass.range_constexpr(5):
+        acc[0] = cute.arch.fmax(acc[0], cute.arch.shuffle_sync_bfly(acc[0], offset=16 >> i))
+        acc[1] = acc[1] + cute.arch.shuffle_sync_bfly(acc[1], offset=16 >> i)
+    smem = cutlass.utils.SmemAllocator()
+    red = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, 4)), 16)
+    warp = tidx // 32
+    if tidx % 32 == 0:
+        red[(0, warp)] = acc[0]
+        red[(1, warp)] = acc[1]
+    cute.arch.sync_threads()
+    if tidx == 0:
+        for w in cutlass.range_constexpr(1, 4):
+            acc[0] = cute.arch.fmax(acc[0], red[(0, w)])
+            acc[1] = acc[1] + red[(1, w)]
+        part[(h, j)] = acc[0] + acc[1]
+
+
+@cute.jit
+def _amax_vec_host(x: cute.Tensor, part: cute.Tensor, stream):
+    gx = cute.zipped_divide(x, (1, 1, VEC))                   # ((1, 1, 8), (S, H, 16))
+    _amax_vec_kernel(gx, part).launch(grid=(AMAX_CTAS, x.shape[1], 1), block=(HEAD_DIM, 1, 1), stream=stream)
+
+
+@cute.kernel
+def _quant_rows_vec_kernel(gx: cute.Tensor, part: cute.Tensor, gx8: cute.Tensor, scale: cute.Tensor):
+    """x8 rows as _quant_rows_kernel's, with 16-byte loads and 8-byte stores and the Markstein quotient: a thread
+    takes vector column tidx % 16 of rows 8 blk + tidx // 16, stepping 8 x grid rows."""
+    tidx, _, _ = cute.arch.thread_idx()
+    blk, h, _ = cute.arch.block_idx()
+    n_ctas, _, _ = cute.arch.grid_dim()
+    n_rows = gx.shape[1][0]
+    sc = cute.make_rmem_tensor((3,), cutlass.Float32)
+    _head_scale(part, h, sc)
+    if blk == 0:  # noqa: SIM102 - two run-time tests, kept apart for the DSL's if-lowering
+        if tidx == 0:
+            scale[h] = sc[0]
+    mk = cute.make_rmem_tensor((3,), cutlass.Float32)
+    _markstein(sc, mk)
+    q = cute.make_rmem_tensor((VEC,), cutlass.Float32)
+    for r in cutlass.range(blk * VEC_ROWS + tidx // ROW_VECS, n_rows, n_ctas * VEC_ROWS, unroll=2):
+        a = gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32)
+        for i in cutlass.range_constexpr(VEC):
+            q[i] = _quotient(a[i], mk)
+        gx8[(None, (r, h, tidx % ROW_VECS))].store(q.load().to(cutlass.Float8E4M3FN))
+
+
+@cute.jit
+def _quant_rows_vec_host(x: cute.Tensor, part: cute.Tensor, x8: cute.Tensor, scale: cute.Tensor, stream):
+    gx = cute.zipped_divide(x, (1, 1, VEC))
+    gx8 = cute.zipped_divide(x8, (1, 1, VEC))
+    _quant_rows_vec_kernel(gx, part, gx8, scale).launch(grid=(cute.ceil_div(x.shape[0], QUANT_ROWS), x.shape[1], 1),
+                                                        block=(HEAD_DIM, 1, 1), stream=stream)
+
+
+@cute.kernel
+def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gvt: cute.Tensor, scale: cute.Tensor):
+    """vt as _quant_vt_kernel's, through registers instead of shared memory: thread (c, o) = (tidx // 16, tidx % 16)
+    of the 256 loads dims 8 c .. 8 c + 7 (16 bytes) of the 8 keys that vt's columns 8 o .. 8 o + 7 of the tile hold
+    (key(i) of the permutation: 32 (o // 4) + 16 (o % 4 // 2) + 4 (o % 2) + (0, 1, 8, 9, 2, 3, 10, 11)[i]), then
+    stores, for each of its 8 dims, those 8 columns as 8 bytes: a warp's store is two 128-byte row pieces."""
+    tidx, _, _ = cute.arch.thread_idx()
+    jt, h, doc = cute.arch.block_idx()
+    k0 = cu[doc]
+    n_keys = cu[doc + 1] - k0
+    t0 = ((k0 + 31) // 32) * 32 + 32 * doc + jt * VT_TILE
+    end = ((cu[doc + 1] + 31) // 32) * 32 + 32 * (doc + 1)
+    c = tidx // ROW_VECS
+    o = tidx % ROW_VECS
+    sc = cute.make_rmem_tensor((3,), cutlass.Float32)
+    mk = cute.make_rmem_tensor((3,), cutlass.Float32)
+    if t0 < end:            # the whole CTA: the scale's shuffles take every lane
+        _head_scale(part, h, sc)
+        if jt + doc == 0:  # noqa: SIM102 - two run-time tests, kept apart for the DSL's if-lowering
+            if tidx == 0:
+                scale[h] = sc[0]
+        _markstein(sc, mk)
+    if t0 + VEC * o < end:
+        raw = cute.make_rmem_tensor((VEC,), cutlass.Float32)
+        q = cute.make_rmem_tensor((VEC, VEC), cutlass.Float32)         # (key column i, dim d)
+        base = jt * VT_TILE + 32 * (o // 4) + 16 * ((o % 4) // 2) + 4 * (o % 2)
+        for i in cutlass.range_constexpr(VEC):
+            key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
+            raw.fill(0.0)
+            if key < n_keys:
+                raw.store(gv[(None, (k0 + key, h, c))].load().to(cutlass.Float32))
+            for d in cutlass.range_constexpr(VEC):
+                q[(i, d)] = _quotient(raw[d], mk)
+        col = (t0 + VEC * o) // VEC
+        for d in cutlass.range_constexpr(VEC):
+            gvt[(None, (h, VEC * c + d, col))].store(q[(None, d)].load().to(cutlass.Float8E4M3FN))
+
+
+@cute.jit
+def _quant_vt_vec_host(v: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, vt: cute.Tensor, scale: cute.Tensor,
+                       stream):
+    gv = cute.zipped_divide(v, (1, 1, VEC))
+    gvt = cute.zipped_divide(vt, (1, 1, VEC))                 # ((1, 1, 8), (H, 128, n_pad / 8))
+    grid = (cute.ceil_div(v.shape[0] + 63, VT_TILE), v.shape[1], cu.shape[0] - 1)
+    _quant_vt_vec_kernel(gv, part, cu, gvt, scale).launch(grid=grid, block=(2 * HEAD_DIM, 1, 1), stream=stream)
 
 
 # ------------------------------------------------------------------------------------------ attention on e4m3
@@ -485,9 +638,18 @@ def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute
                       HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
-def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt):
+def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC=1):
     """The three quantisation passes (module docstring, 1-3) into the given workspace: part [3, H, 32] and scales
-    [3, H] fp32, q8 / k8 [S, H, 128] and vt [H, 128, n_pad] e4m3."""
+    [3, H] fp32, q8 / k8 [S, H, 128] and vt [H, 128, n_pad] e4m3. QVEC 1: the vectorised passes (static layouts,
+    16-byte loads where the layout allows them); 0: the scalar ones (dynamic layouts, one compile for all shapes)."""
+    if QVEC:
+        K.cute_launch(_amax_vec_host, q, part.select(0, 0))
+        K.cute_launch(_amax_vec_host, k, part.select(0, 1))
+        K.cute_launch(_amax_vec_host, v, part.select(0, 2))
+        K.cute_launch(_quant_rows_vec_host, q, part.select(0, 0), q8, scales.select(0, 0))
+        K.cute_launch(_quant_rows_vec_host, k, part.select(0, 1), k8, scales.select(0, 1))
+        K.cute_launch(_quant_vt_vec_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
+        return
     K.cute_launch_dynamic(_amax_host, q, part.select(0, 0))
     K.cute_launch_dynamic(_amax_host, k, part.select(0, 1))
     K.cute_launch_dynamic(_amax_host, v, part.select(0, 2))
@@ -496,7 +658,7 @@ def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt):
     K.cute_launch_dynamic(_quant_vt_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
 
 
-def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0):
+def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0):
     n_rows, n_heads, head_dim = q.shape
     if (BM * HEAD_DIM + 2 * STAGES * BN * HEAD_DIM) + 2048 > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
@@ -510,7 +672,7 @@ def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1,
     q8 = K.scratch((n_rows, n_heads, head_dim), dtype=K.float8_e4m3fn, device=q.device)
     k8 = K.scratch((n_rows, n_heads, head_dim), dtype=K.float8_e4m3fn, device=q.device)
     vt = K.scratch((n_heads, head_dim, n_pad), dtype=K.float8_e4m3fn, device=q.device)
-    _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt)
+    _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC)
     if DYNAMIC:
         K.cute_launch_dynamic(_attention_host, q8, k8, vt, out, cu_seqlens, cu_seqlens, scales, BM=BM, BN=BN,
                               STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)

@@ -204,6 +204,13 @@ out = {}
 calls = [("amax", m._amax_host, (v, part[2]), {}, True),
          ("rows", m._quant_rows_host, (q, part[0], q8, scales[0]), {}, True),
          ("vt", m._quant_vt_host, (v, part[2], cu, vt, scales[2]), {}, True)]
+# QVEC 1's passes, static layouts: layout 0 (16-byte rows) and layout 2's v (odd offset: 2-byte loads)
+q0, k0, v0, _ = op.make_inputs(shape, 7, "cpu", 0)
+calls += [("amax_vec", m._amax_vec_host, (q0, part[0]), {}, False),
+          ("amax_vec_odd", m._amax_vec_host, (v, part[2]), {}, False),
+          ("rows_vec", m._quant_rows_vec_host, (q0, part[0], q8, scales[0]), {}, False),
+          ("vt_vec", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {}, False),
+          ("vt_vec_odd", m._quant_vt_vec_host, (v, part[2], cu, vt, scales[2]), {}, False)]
 for bn, stages, pp, ov, dyn in ((128, 2, 0, 1, False), (64, 3, 1, 0, False), (128, 2, 0, 1, True),
                                 (192, 2, 1, 1, False)):
     cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov}
@@ -218,7 +225,8 @@ for name, fn, args, cfg, dyn in calls:
     ptx = "".join(open(f).read() for f in glob.glob(os.path.join(os.environ["CUTE_DSL_DUMP_DIR"], "*.ptx")))
     out[name] = dict(collections.Counter(re.findall(
         r"wgmma\.mma_async[.a-z0-9_]*|cvt\.rn\.satfinite\.e4m3x2\.f32|div\.[a-z0-9.]*|ex2\.approx[.a-z0-9]*|"
-        r"cp\.async\.bulk\.tensor\.3d\.shared[^.]*|[ld|st]+\.local|max\.f32|shfl\.sync\.bfly\.b32", ptx)))
+        r"cp\.async\.bulk\.tensor\.3d\.shared[^.]*|[ld|st]+\.local|max\.f32|shfl\.sync\.bfly\.b32|"
+        r"(?:ld|st)\.global[.a-z0-9]*|fma\.rn\.f32", ptx)))
 print(json.dumps(out))
 """
 
@@ -229,13 +237,26 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     layouts), at 64 keys, 3 stages with PINGPONG and at 192 keys (the 64-byte swizzle) with both: e4m3 x e4m3
     warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
     a key block (the overlap peels one of each off its loop), P converted to e4m3 in pairs, one ex2 per score and two
-    per row pair, Q, K and V^T by 3-D TMA and nothing in local memory."""
+    per row pair, Q, K and V^T by 3-D TMA and nothing in local memory; and QVEC 1's vectorised passes (16-byte
+    loads where the layout allows them, the Markstein quotient, 8-byte e4m3 stores)."""
     r = _compile(tmp_path, _COMPILE_FP8_ATTENTION, "attention_fp8_cute")
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert res["amax"].get("max.f32") and res["amax"].get("shfl.sync.bfly.b32") and not res["amax"].get("div.rn.f32")
     for name in ("rows", "vt"):
         assert res[name].get("div.rn.f32") and res[name].get("cvt.rn.satfinite.e4m3x2.f32")
         assert not any(k.startswith(("div.full", "div.approx")) for k in res[name])
+    # QVEC 1: 16-byte loads where the layout allows them, 2-byte ones where it does not (v at an odd offset); the
+    # quotient by the head's reciprocal and two fmas an element (two IEEE divisions a CTA: the scale, its reciprocal);
+    # e4m3 in pairs, stored 8 bytes at a time
+    assert res["amax_vec"].get("ld.global.v4.b32") and not res["amax_vec"].get("ld.global.b16")
+    assert res["amax_vec_odd"].get("ld.global.b16") and not res["amax_vec_odd"].get("ld.global.v4.b32")
+    for name, vecs in (("rows_vec", 2), ("vt_vec", 8), ("vt_vec_odd", 8)):
+        ops = res[name]
+        assert ops.get("div.rn.f32") == 2 and ops.get("fma.rn.f32") == 2 * 8 * vecs, ops
+        assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == 4 * vecs and ops.get("st.global.v2.b32") == vecs, ops
+        assert not ops.get("ld.local") and not ops.get("st.local")
+    assert res["rows_vec"].get("ld.global.v4.b32") == 2 and res["vt_vec"].get("ld.global.v4.b32") == 8
+    assert res["vt_vec_odd"].get("ld.global.b16") == 64 and not res["vt_vec_odd"].get("ld.global.v4.b32")
     for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2), (192, 2)),
                                   ("attn_128_2_0_1_0", "attn_64_3_1_0_0", "attn_128_2_0_1_1", "attn_192_2_1_1_0")):
         ops = res[name]
