@@ -19,15 +19,15 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe69 import expected_vt, rel  # noqa: E402 - the record of run 69's checks, reused as it ran
+from probe69 import expected_vt, rel  # run 69's checks, reused as they ran
 
-from rsi import kernel as K  # noqa: E402
-from rsi.harness import timing as T  # noqa: E402
-from rsi.refs import attention_fp8 as A8  # noqa: E402
-from rsi.refs import get_op_group  # noqa: E402
-from rsi.search.stats import paired_ratio_ci  # noqa: E402
-from rsi.spaces import load_space  # noqa: E402
-from rsi.templates import attention_fp8_cute as tpl  # noqa: E402
+from rsi import kernel as K
+from rsi.harness import timing as T
+from rsi.refs import attention_fp8 as A8
+from rsi.refs import get_op_group
+from rsi.search.stats import paired_ratio_ci
+from rsi.spaces import load_space
+from rsi.templates import attention_fp8_cute as tpl
 
 HEUR = {**load_space("attention_fp8").select("attention_fp8_cute").heuristic(), "QVEC": 0}
 CONFIGS = {"q0_bn128": HEUR, "q1_bn128": {**HEUR, "QVEC": 1}, "q1_bn192": {**HEUR, "QVEC": 1, "BN": 192},
@@ -100,59 +100,63 @@ def smoke(op, out_path):
     return all(r["ok"] for r in res["rows"])
 
 
+def time_bucket(op, bucket, reps):
+    """One interleaved loop at the bucket (module docstring): its row of the JSON."""
+    base = {b.name: b for b in op.baselines}
+    shape = next(s for s in op.shapes if s.name == bucket)
+    sets = [op.make_inputs(shape, 1000 + i, "cuda") for i in range(2)]
+    prep = {name: {id(s[0]): base[name].args(s) for s in sets} for name in ("sdpa_cudnn", "cudnn_fp8")}
+    impls = {name: (lambda *a, n=name: base[n].fn(*prep[n][id(a[0])])) for name in prep}
+    for name, cfg in CONFIGS.items():
+        impls[name] = lambda *a, c=cfg: tpl.launch(*a, **c)
+    q, k, v, cu = sets[0]
+    part, scales, q8, k8, vt, n_pad = workspace(q, cu)
+    tpl._quantize(q, k, v, cu, part, scales, q8, k8, vt, QVEC=1)     # operands of the kernel-alone entries
+    for qv in (0, 1):
+        impls[f"quantize_q{qv}"] = lambda q_, k_, v_, cu_, qv=qv: tpl._quantize(q_, k_, v_, cu_, part, scales, q8,
+                                                                                 k8, vt, QVEC=qv)
+    impls["q1_amax_one"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._amax_vec_host, q_, part[0])
+    impls["q1_rows_one"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._quant_rows_vec_host, q_, part[0], q8,
+                                                                 scales[0])
+    impls["q1_vt"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._quant_vt_vec_host, v_, part[2], cu_, vt, scales[2])
+    out = torch.empty_like(q)
+    static = {n: c for n, c in HEUR.items() if n not in ("DYNAMIC", "QVEC")}
+    for bn in (128, 192):
+        impls[f"kernel_alone_bn{bn}"] = lambda *a, bn=bn: K.cute_launch(
+            tpl._attention_host, q8, k8, vt, out, cu, cu, scales, **{**static, "BN": bn})
+    dense = impls["sdpa_cudnn"](*sets[0]).float()
+    errs = {}
+    for n in (*CONFIGS, "cudnn_fp8"):
+        try:
+            errs[n] = {"vs_cudnn_dense": rel(impls[n](*sets[0]), dense)}
+        except Exception as e:   # noqa: BLE001
+            errs[n] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    impls = {n: f for n, f in impls.items() if "error" not in errs.get(n, {})}
+    for f in impls.values():      # compile outside the timed loop
+        f(*sets[0])
+    torch.cuda.synchronize()
+    stats = T.time_interleaved(impls, sets, warmup=2, reps=reps, sync_reps=0)
+    p50 = {n: x.summary()["p50_us"] for n, x in stats.items()}
+    S, H, D = q.shape
+    elems = S * H * D
+    moved = {"q1_amax_one": 2 * elems, "q1_rows_one": 3 * elems, "q1_vt": 2 * elems + H * D * n_pad,
+             "quantize_q0": 10 * elems + H * D * n_pad, "quantize_q1": 10 * elems + H * D * n_pad}
+    b = stats["sdpa_cudnn"].times_us
+    row = {"bucket": bucket, "rows": S, "heads": H, "errors": errs, "p50_us": p50,
+           "vs_cudnn": {n: paired_ratio_ci(b, x.times_us) for n, x in stats.items()},
+           "gbps": {n: m / p50[n] / 1e3 for n, m in moved.items() if n in p50}}
+    if "cudnn_fp8" in stats:
+        row["vs_cudnn_fp8"] = {n: paired_ratio_ci(stats["cudnn_fp8"].times_us, x.times_us) for n, x in stats.items()}
+    print(bucket, {n: (round(p50[n] / 1e3, 3), round(row["vs_cudnn"][n][0], 3)) for n in p50}, flush=True)
+    print(bucket, "GB/s", {n: round(g) for n, g in row["gbps"].items()}, "errors", errs, flush=True)
+    return row
+
+
 def timing(op, out_path, reps):
     res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "configs": CONFIGS,
            "timing": []}
-    base = {b.name: b for b in op.baselines}
     for bucket in ("h3_full", "h3_stage1", "ltx_video"):
-        shape = next(s for s in op.shapes if s.name == bucket)
-        sets = [op.make_inputs(shape, 1000 + i, "cuda") for i in range(2)]
-        prep = {name: {id(s[0]): base[name].args(s) for s in sets} for name in ("sdpa_cudnn", "cudnn_fp8")}
-        impls = {name: (lambda *a, n=name: base[n].fn(*prep[n][id(a[0])])) for name in prep}
-        for name, cfg in CONFIGS.items():
-            impls[name] = lambda *a, c=cfg: tpl.launch(*a, **c)
-        q, k, v, cu = sets[0]
-        part, scales, q8, k8, vt, n_pad = workspace(q, cu)
-        tpl._quantize(q, k, v, cu, part, scales, q8, k8, vt, QVEC=1)     # operands of the kernel-alone entries
-        for qv in (0, 1):
-            impls[f"quantize_q{qv}"] = lambda q_, k_, v_, cu_, qv=qv: tpl._quantize(q_, k_, v_, cu_, part, scales,
-                                                                                     q8, k8, vt, QVEC=qv)
-        impls["q1_amax_one"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._amax_vec_host, q_, part[0])
-        impls["q1_rows_one"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._quant_rows_vec_host, q_, part[0], q8,
-                                                                     scales[0])
-        impls["q1_vt"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._quant_vt_vec_host, v_, part[2], cu_, vt,
-                                                               scales[2])
-        out = torch.empty_like(q)
-        static = {n: c for n, c in HEUR.items() if n not in ("DYNAMIC", "QVEC")}
-        for bn in (128, 192):
-            impls[f"kernel_alone_bn{bn}"] = lambda *a, bn=bn: K.cute_launch(
-                tpl._attention_host, q8, k8, vt, out, cu, cu, scales, **{**static, "BN": bn})
-        dense = impls["sdpa_cudnn"](*sets[0]).float()
-        errs = {}
-        for n in (*CONFIGS, "cudnn_fp8"):
-            try:
-                errs[n] = {"vs_cudnn_dense": rel(impls[n](*sets[0]), dense)}
-            except Exception as e:   # noqa: BLE001
-                errs[n] = {"error": f"{type(e).__name__}: {e}"[:300]}
-        impls = {n: f for n, f in impls.items() if "error" not in errs.get(n, {})}
-        for f in impls.values():      # compile outside the timed loop
-            f(*sets[0])
-        torch.cuda.synchronize()
-        stats = T.time_interleaved(impls, sets, warmup=2, reps=reps, sync_reps=0)
-        p50 = {n: x.summary()["p50_us"] for n, x in stats.items()}
-        S, H, D = q.shape
-        elems = S * H * D
-        moved = {"q1_amax_one": 2 * elems, "q1_rows_one": 3 * elems, "q1_vt": 2 * elems + H * D * n_pad,
-                 "quantize_q0": 10 * elems + H * D * n_pad, "quantize_q1": 10 * elems + H * D * n_pad}
-        b = stats["sdpa_cudnn"].times_us
-        row = {"bucket": bucket, "rows": S, "heads": H, "errors": errs, "p50_us": p50,
-               "vs_cudnn": {n: paired_ratio_ci(b, x.times_us) for n, x in stats.items()},
-               "vs_cudnn_fp8": {n: paired_ratio_ci(stats["cudnn_fp8"].times_us, x.times_us)
-                                for n, x in stats.items() if "cudnn_fp8" in stats},
-               "gbps": {n: m / p50[n] / 1e3 for n, m in moved.items() if n in p50}}
-        res["timing"].append(row)
-        print(bucket, {n: (round(p50[n] / 1e3, 3), round(row["vs_cudnn"][n][0], 3)) for n in p50}, flush=True)
-        print(bucket, "GB/s", {n: round(g) for n, g in row["gbps"].items()}, "errors", errs, flush=True)
+        res["timing"].append(time_bucket(op, bucket, reps))
         with open(out_path, "w") as f:
             json.dump(res, f, indent=1, default=str)
 
