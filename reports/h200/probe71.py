@@ -7,9 +7,10 @@ out, scales equal in value, NaN where the reference's is) at the interpreter and
 and the special cases, and the whole launch (QVEC 1 at BN 128 and 192) against the op's reference; exit status 1 if
 a byte differs or a launch is off (rel-L2 above 0.05 against the reference, or NaN/Inf where it is finite).
 --timing: at h3_full, h3_stage1 and ltx_video, one interleaved loop a bucket (L2 flushed, prepare outside the timed
-call as the judge does): SDPA cuDNN, cuDNN's FP8 attention, the whole launch at QVEC 0 / 1 and BN 128 / 192, the
-quantisation alone at QVEC 0 and 1, each QVEC 1 pass alone with its GB/s, and the attention kernel alone on
-pre-quantised operands at BN 128 and 192; paired ratio CIs against SDPA cuDNN.
+call as the judge does): SDPA cuDNN, cuDNN's FP8 attention, the whole launch at QVEC 0 (BN 128, the heuristic) and
+QVEC 1 at BN 128 / 192 with 2 / 3 stages, the quantisation alone at QVEC 0 and 1, each QVEC 1 pass alone with its
+GB/s, and the attention kernel alone on pre-quantised operands at the same four schedules; paired ratio CIs against
+SDPA cuDNN and cuDNN's FP8 attention.
 --ncu: the whole launch once at h3_stage1 (QVEC 1, BN 128 then 192), for Nsight Compute to profile its kernels.
 Usage: python reports/h200/probe71.py OUT.json [REPS] --smoke | --timing | --ncu"""
 import json
@@ -31,7 +32,8 @@ from rsi.templates import attention_fp8_cute as tpl
 
 HEUR = {**load_space("attention_fp8").select("attention_fp8_cute").heuristic(), "QVEC": 0}
 CONFIGS = {"q0_bn128": HEUR, "q1_bn128": {**HEUR, "QVEC": 1}, "q1_bn192": {**HEUR, "QVEC": 1, "BN": 192},
-           "q0_bn192": {**HEUR, "BN": 192}}
+           "q1_bn128_st3": {**HEUR, "QVEC": 1, "STAGES": 3}, "q1_bn192_st3": {**HEUR, "QVEC": 1, "BN": 192, "STAGES": 3}}
+CHOICES = ("q1_bn128", "q1_bn192", "q1_bn128_st3", "q1_bn192_st3")    # run 71's call c judges the fastest
 
 
 def same_scales(a, b):
@@ -121,9 +123,9 @@ def time_bucket(op, bucket, reps):
     impls["q1_vt"] = lambda q_, k_, v_, cu_: K.cute_launch(tpl._quant_vt_vec_host, v_, part[2], cu_, vt, scales[2])
     out = torch.empty_like(q)
     static = {n: c for n, c in HEUR.items() if n not in ("DYNAMIC", "QVEC")}
-    for bn in (128, 192):
-        impls[f"kernel_alone_bn{bn}"] = lambda *a, bn=bn: K.cute_launch(
-            tpl._attention_host, q8, k8, vt, out, cu, cu, scales, **{**static, "BN": bn})
+    for bn, st in ((128, 2), (192, 2), (128, 3), (192, 3)):
+        impls[f"kernel_alone_bn{bn}_st{st}"] = lambda *a, bn=bn, st=st: K.cute_launch(
+            tpl._attention_host, q8, k8, vt, out, cu, cu, scales, **{**static, "BN": bn, "STAGES": st})
     dense = impls["sdpa_cudnn"](*sets[0]).float()
     errs = {}
     for n in (*CONFIGS, "cudnn_fp8"):
