@@ -314,11 +314,12 @@ def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gv
         base = jt * VT_TILE + 32 * (o // 4) + 16 * ((o % 4) // 2) + 4 * (o % 2)
         for i in cutlass.range_constexpr(VEC):
             key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
-            raw.fill(0.0)
+            for d in cutlass.range_constexpr(VEC):
+                q[(i, d)] = 0.0       # past the document's keys: zeros (not 0 / scale, NaN for a non-finite head)
             if key < n_keys:
                 raw.store(gv[(None, (k0 + key, h, c))].load().to(cutlass.Float32))
-            for d in cutlass.range_constexpr(VEC):
-                q[(i, d)] = _quotient(raw[d], mk)
+                for d in cutlass.range_constexpr(VEC):
+                    q[(i, d)] = _quotient(raw[d], mk)
         col = (t0 + VEC * o) // VEC
         for d in cutlass.range_constexpr(VEC):
             gvt[(None, (h, VEC * c + d, col))].store(q[(None, d)].load().to(cutlass.Float8E4M3FN))
