@@ -27,12 +27,14 @@ export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
 # the working tree comes anew with every call: a promotion of an earlier call is restored from its copy
 [ -d "$R/verified_kernels_after" ] && cp -r "$R/verified_kernels_after/." verified_kernels/
 [ -e "$R/rsi.db" ] && mkdir -p .rsi && cp "$R/rsi.db" .rsi/rsi.db
-choice() {  # $1 = 0: probe 71's fastest QVEC 1 config as --first's K=V list; 1: the second fastest
+choice() {  # $1 = 0: probe 71's fastest QVEC 1 config as --first's K=V list; 1: the second fastest (from call b's
+  # probe71.json, or where the machine went cold since, from the copy committed in reports/h200/run71)
   python3 -c "
 import json, math, sys
 sys.path.insert(0, 'reports/h200')
 from probe71 import CHOICES, CONFIGS, HEUR
-t = json.load(open('$R/probe71.json'))['timing']
+import os
+t = json.load(open('$R/probe71.json' if os.path.exists('$R/probe71.json') else 'reports/h200/run71/probe71.json'))['timing']
 g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in t) / len(t)) for n in CHOICES}
 n = sorted(g, key=g.get)[$1]
 print(','.join(f'{k}={v}' for k, v in CONFIGS[n].items() if v != HEUR[k]))"

@@ -639,24 +639,46 @@ def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute
                       HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
+def _amax(x, part, VEC32):
+    if VEC32:
+        K.cute_launch(_amax_vec_host, x, part)
+    else:
+        K.cute_launch_dynamic(_amax_host, x, part)
+
+
+def _quant_rows(x, part, x8, scale, VEC32):
+    if VEC32:
+        K.cute_launch(_quant_rows_vec_host, x, part, x8, scale)
+    else:
+        K.cute_launch_dynamic(_quant_rows_host, x, part, x8, scale)
+
+
+def _quant_vt(v, part, cu_seqlens, vt, scale, VEC32):
+    if VEC32:
+        K.cute_launch(_quant_vt_vec_host, v, part, cu_seqlens, vt, scale)
+    else:
+        K.cute_launch_dynamic(_quant_vt_host, v, part, cu_seqlens, vt, scale)
+
+
 def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC=1):
     """The three quantisation passes (module docstring, 1-3) into the given workspace: part [3, H, 32] and scales
     [3, H] fp32, q8 / k8 [S, H, 128] and vt [H, 128, n_pad] e4m3. QVEC 1: the vectorised passes (static layouts,
-    16-byte loads where the layout allows them); 0: the scalar ones (dynamic layouts, one compile for all shapes)."""
-    if QVEC:
-        K.cute_launch(_amax_vec_host, q, part.select(0, 0))
-        K.cute_launch(_amax_vec_host, k, part.select(0, 1))
-        K.cute_launch(_amax_vec_host, v, part.select(0, 2))
-        K.cute_launch(_quant_rows_vec_host, q, part.select(0, 0), q8, scales.select(0, 0))
-        K.cute_launch(_quant_rows_vec_host, k, part.select(0, 1), k8, scales.select(0, 1))
-        K.cute_launch(_quant_vt_vec_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
-        return
-    K.cute_launch_dynamic(_amax_host, q, part.select(0, 0))
-    K.cute_launch_dynamic(_amax_host, k, part.select(0, 1))
-    K.cute_launch_dynamic(_amax_host, v, part.select(0, 2))
-    K.cute_launch_dynamic(_quant_rows_host, q, part.select(0, 0), q8, scales.select(0, 0))
-    K.cute_launch_dynamic(_quant_rows_host, k, part.select(0, 1), k8, scales.select(0, 1))
-    K.cute_launch_dynamic(_quant_vt_host, v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2))
+    16-byte loads where the layout allows them, 32-bit offsets) for each input that spans fewer than 2**31 - 1
+    elements, the scalar ones for the others (a view into a larger buffer at the op's huge shape: H200 run 71's
+    first judged QVEC 1 candidate read past 2**31 there, wrapped, and made every output NaN); QVEC 0: the scalar
+    ones (dynamic layouts with 64-bit strides, one compile for all shapes)."""
+    # each input's reach from its first element (the 32-bit offsets of the vectorised passes)
+    q_span = (q.shape[0] - 1) * q.stride(0) + (q.shape[1] - 1) * q.stride(1) + (q.shape[2] - 1) * q.stride(-1)
+    k_span = (k.shape[0] - 1) * k.stride(0) + (k.shape[1] - 1) * k.stride(1) + (k.shape[2] - 1) * k.stride(-1)
+    v_span = (v.shape[0] - 1) * v.stride(0) + (v.shape[1] - 1) * v.stride(1) + (v.shape[2] - 1) * v.stride(-1)
+    vq, vk, vv = (QVEC == 1 and q_span < 2**31 - 1, QVEC == 1 and k_span < 2**31 - 1,
+                  QVEC == 1 and v_span < 2**31 - 1)
+    _amax(q, part.select(0, 0), vq)
+    _amax(k, part.select(0, 1), vk)
+    _amax(v, part.select(0, 2), vv)
+    _quant_rows(q, part.select(0, 0), q8, scales.select(0, 0), vq)
+    _quant_rows(k, part.select(0, 1), k8, scales.select(0, 1), vk)
+    _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv)
 
 
 def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0):
