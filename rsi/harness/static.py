@@ -286,6 +286,22 @@ def _fold(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
     raise _NotConst
 
 
+def _holds_constant(v: object) -> bool:
+    """v (a folded constant) is or holds a number a shape may not be compared with (rule 4)."""
+    vals = v if isinstance(v, tuple) else (v,)
+    return any(isinstance(x, (int, float)) and not isinstance(x, bool) and x not in TRIVIAL_CONSTANTS
+               and x not in INDEX_WIDTH_LIMITS for x in vals)
+
+
+def _const_kind(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool | None:
+    """Whether node, where it folds to a constant, holds one a shape may not be compared with (None: it does not
+    fold). Kinds carry this as ``const`` through locals and arithmetic (_Kind)."""
+    try:
+        return _holds_constant(_fold(node, consts))
+    except _NotConst:
+        return None
+
+
 def _is_const(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool:
     try:
         _fold(node, consts)
@@ -788,12 +804,15 @@ class _Kind:
     taint: derived from an input (its sizes); mixed: tainted with a non-trivial constant folded in by arithmetic;
     alloc: may be (a view of) memory the candidate allocated (K.empty / K.scratch) or of unknown origin (a host
     function's result), not an input: its storage_offset() would tell the judge's arena from the runtime's
-    torch.empty, so it is refused there."""
+    torch.empty, so it is refused there; const: not tainted, and holds a constant a shape may not be compared
+    with (a literal, a module constant, arithmetic on them, a local bound to one: rule 4 follows it through names,
+    so ``k = 16384; if n_cols == k`` is ``if n_cols == 16384``; before the eighteenth session it passed)."""
 
     cat: str
     taint: bool = False
     mixed: bool = False
     alloc: bool = False
+    const: bool = False
 
     def join(self, other: _Kind) -> _Kind:
         if self.cat == "B":
@@ -801,7 +820,9 @@ class _Kind:
         if other.cat == "B":
             return self
         cat = self.cat if self.cat == other.cat else "O"
-        return _Kind(cat, self.taint or other.taint, self.mixed or other.mixed, self.alloc or other.alloc)
+        taint = self.taint or other.taint
+        return _Kind(cat, taint, self.mixed or other.mixed, self.alloc or other.alloc,
+                     (self.const or other.const) and not taint)
 
 
 _BOTTOM = _Kind("B")
@@ -934,7 +955,7 @@ class _Host(_Function):
                               "folded in picks a branch by shape: special-casing shapes is not allowed", s)
             if s.orelse:
                 raise _Reject(f"for ... else in {fn}()", s)
-            self.bind(s.target, k, None)
+            self.bind(s.target, _Kind("S", k.taint, k.mixed), None)   # it ranges over values: it holds no constant
             self.body(s.body)
         elif isinstance(s, ast.Return):
             if s.value is not None:
@@ -980,7 +1001,7 @@ class _Host(_Function):
                 for e, v in zip(t.elts, value.elts):
                     self.bind(e, self.expr(v), v)
                 return
-            elem = _Kind("S", k.taint, k.mixed) if k.cat == "T" else (_BOTTOM if k.cat == "B" else
+            elem = _Kind("S", k.taint, k.mixed, const=k.const) if k.cat == "T" else (_BOTTOM if k.cat == "B" else
                                                                        _Kind("O", k.taint, k.mixed, k.alloc))
             for e in t.elts:
                 self.bind(e, elem, None)
@@ -1065,8 +1086,8 @@ class _Host(_Function):
             k = self.env[n]
             return _OPAQUE_INPUT if k.cat == "B" and self.final else k
         if n in m.consts:
-            cat = m.consts[n][0]
-            return _Kind(cat)
+            cat, value = m.consts[n]
+            return _Kind(cat, const=cat in ("S", "T") and _holds_constant(value))
         if n in m.aliases:
             raise _Reject(f"module alias {n} used as a value in {self.fn.name}(): use its allowed attributes", node)
         if n in m.jit:
@@ -1085,7 +1106,7 @@ class _Host(_Function):
     def expr(self, node: ast.AST) -> _Kind:
         if isinstance(node, ast.Constant):
             if node.value is None or type(node.value) in (int, float, str, bool):
-                return _Kind("S")
+                return _Kind("S", const=_holds_constant(node.value))
             raise _Reject(f"constant {node.value!r} of type {type(node.value).__name__} in host code", node)
         if isinstance(node, ast.Name):
             return self.name(node)
@@ -1117,8 +1138,9 @@ class _Host(_Function):
                 if isinstance(e, ast.Starred):
                     raise _Reject(f"starred expression in a tuple in {self.fn.name}()", e)
                 ek = self.expr(e)
-                k = _Kind("T" if k.cat == "T" and ek.cat in ("S", "B") else "O", k.taint or ek.taint,
-                          k.mixed or ek.mixed, k.alloc or ek.alloc)
+                taint = k.taint or ek.taint
+                k = _Kind("T" if k.cat == "T" and ek.cat in ("S", "B") else "O", taint, k.mixed or ek.mixed,
+                          k.alloc or ek.alloc, (k.const or ek.const) and not taint)
             return k
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
@@ -1138,11 +1160,15 @@ class _Host(_Function):
         taint = lk.taint or rk.taint
         mixed = lk.mixed or rk.mixed
         if taint and not isinstance(op, ast.Mult):  # scaling cannot map one shape onto 0, 1 or -1
-            for side in (left, right):
+            for side, sk in ((left, lk), (right, rk)):
                 bad = _bad_constants(side, self.consts)
                 if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):  # halving: x[:, :F]
                     mixed = True
-        return _Kind("S", taint, mixed)
+                elif sk.const and not bad:   # a local holding a constant (k = 5376; n - k)
+                    mixed = True
+        folded = _const_kind(node, self.consts)
+        const = folded if folded is not None else (lk.const or rk.const) and not taint
+        return _Kind("S", taint, mixed, const=const)
 
     def _shape_rule(self, node: ast.AST, parts: list[ast.AST], kinds: list[_Kind]) -> None:
         if not any(k.taint for k in kinds):
@@ -1152,12 +1178,16 @@ class _Host(_Function):
                 raise _Reject(f"compares {_src(part)}, a value computed from a shape with a constant folded in, in "
                               f"{_src(node)}: special-casing shapes is not allowed (compare sizes with 0, 1, -1, "
                               "the index-width limits or launch parameters)", node)
-        for part in parts:
+        for part, k in zip(parts, kinds):
             bad = _bad_constants(part, self.consts)
             if bad:
                 raise _Reject(f"compares a shape-derived value with the constant {bad[0]} in {_src(node)}: "
                               "special-casing shapes is not allowed (only 0, 1, -1, the index-width limits "
                               "2**31 - 1, 2**31, 2**32, 2**63 - 1 and launch parameters may appear)", node)
+            if k.const:
+                raise _Reject(f"compares a shape-derived value with {_src(part)}, which holds a constant, in "
+                              f"{_src(node)}: special-casing shapes is not allowed (only 0, 1, -1, the index-width "
+                              "limits 2**31 - 1, 2**31, 2**32, 2**63 - 1 and launch parameters may appear)", node)
 
     def compare(self, node: ast.Compare) -> _Kind:
         parts = [node.left, *node.comparators]
@@ -1191,9 +1221,9 @@ class _Host(_Function):
         ik, is_slice = self.index(node.slice)
         taint, mixed = vk.taint or ik.taint, vk.mixed or ik.mixed
         if vk.cat == "T":
-            return _Kind("T" if is_slice else "S", taint, mixed)
+            return _Kind("T" if is_slice else "S", taint, mixed, const=vk.const and not taint)
         if vk.cat == "S":
-            return _Kind("S", taint, mixed)
+            return _Kind("S", taint, mixed, const=vk.const and not taint)
         if vk.cat == "D":  # launch's **config: a constant of the harness's config
             return _Kind("S")
         if vk.cat == "M":
@@ -1348,7 +1378,8 @@ class _Host(_Function):
             if isinstance(a, ast.Starred):
                 raise _Reject(f"*{_src(a.value)} in {name}()", a)
             k = k.join(self.scalar(a, f"argument of {name}()"))
-        return _Kind("S", k.taint, k.mixed)
+        folded = _const_kind(node, self.consts) if name.startswith("triton.") else None
+        return _Kind("S", k.taint, k.mixed, const=k.const if folded is None else folded)
 
     def builtin(self, node: ast.Call, n: str) -> _Kind:
         if node.keywords:
@@ -1371,7 +1402,7 @@ class _Host(_Function):
             if k.cat not in ("S", "O", "B"):
                 raise _Reject(f"int() of {_src(a)}", node)
             # int(parameter): a plain-int input; were it a tensor, int() fails unless it has exactly one element
-            return _Kind("S", k.taint or k.cat == "O", k.mixed)
+            return _Kind("S", k.taint or k.cat == "O", k.mixed, const=k.const and not k.taint and k.cat != "O")
         if n == "tuple":
             k = self.expr(node.args[0])
             if k.cat not in ("T", "B"):
@@ -1385,10 +1416,11 @@ class _Host(_Function):
                 if k.cat not in ("S", "B") and not (len(node.args) == 1 and k.cat == "T"):
                     raise _Reject(self._compute_reason(a, f"{n}()"), node)
             taint = any(k.taint for k in kinds)
-            mixed = any(k.mixed for k in kinds) or (taint and bool(_bad_constants(node, self.consts)))
-            return _Kind("S", taint, mixed)
+            mixed = any(k.mixed for k in kinds) or (taint and (bool(_bad_constants(node, self.consts))
+                                                               or any(k.const for k in kinds)))
+            return _Kind("S", taint, mixed, const=not taint and any(k.const for k in kinds))
         k = self.scalar(node.args[0], f"{n}()")  # float, bool, abs
-        return _Kind("S", k.taint, k.mixed)
+        return _Kind("S", k.taint, k.mixed, const=k.const)
 
 
 _OPSYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",

@@ -70,6 +70,8 @@ import ast
 from rsi.harness.static import (
     KERNEL_BUILTINS,
     _bad_constants,
+    _const_kind,
+    _holds_constant,
     _chain,
     _check_attr_name,
     _dotted,
@@ -158,12 +160,20 @@ CUTE_MEMBERS = frozenset({"load", "store", "fill", "to", "shape", "layout", "str
                           "make_fragment_B", "producer_acquire", "producer_get_barrier", "producer_commit",
                           "consumer_wait", "consumer_release", "advance", "index",
                           # a tensor's iterator (its pointer), for cute.make_tensor; metadata under C4
-                          "iterator"})
+                          "iterator",
+                          # a value's bits as another type of the same width (Numeric / TensorSSA.bitcast): registers
+                          # only, no memory; it keeps its kind under C4 (attention_fp8_cute's emulated exp2, EMU)
+                          "bitcast"})
 CUTE_FIELDS = frozenset({"index"})   # members that are read, never called (a tuple's .index would match a shape)
 METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "inner", "iterator"})
 # functions whose result is metadata of their argument, and those that compare or select by value (rule C4)
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
+# functions making new register tensors: their values are not their shape argument's (the shape and layout are
+# metadata as ever: cute.size(t), t.shape); the filled ones take their fill value's kind
+FRESH_VALUES = frozenset({"make_rmem_tensor", "make_rmem_tensor_like", "make_fragment_like", "zeros_like",
+                          "ones_like", "full", "full_like"})
+FILLED = frozenset({"full", "full_like"})
 # functions taking a coordinate or a tile, as an index does (argument positions), and named barriers (their id and
 # thread count, by keyword): none may carry a shape test either
 COORDINATES = {"domain_offset": (0,), "local_tile": (1, 2), "crd2idx": (0,)}
@@ -311,7 +321,8 @@ class CuteFunction(_Function):
 
     def bind(self, name: str, k: _Kind) -> None:
         old = self.taint.get(name, _CLEAN)
-        new = _Kind("S", old.taint or k.taint, old.mixed or k.mixed)
+        taint = old.taint or k.taint
+        new = _Kind("S", taint, old.mixed or k.mixed, const=(old.const or k.const) and not taint)
         if new != old:
             self.taint[name] = new
             self.changed = True
@@ -339,7 +350,8 @@ class CuteFunction(_Function):
         elif isinstance(s, ast.For):
             if s.orelse:
                 raise _Reject(f"for ... else in {self.where}", s)
-            self.target(s.target, self.expr(s.iter))
+            k = self.expr(s.iter)
+            self.target(s.target, _Kind("S", k.taint, k.mixed))   # it ranges over values: it holds no constant
             self.body(s.body)
         elif isinstance(s, ast.Return):
             if s.value is not None:
@@ -410,7 +422,7 @@ class CuteFunction(_Function):
     def expr(self, node: ast.AST) -> _Kind:
         if isinstance(node, ast.Constant):
             if node.value is None or node.value is Ellipsis or type(node.value) in (int, float, str, bool):
-                return _CLEAN
+                return _Kind("S", const=_holds_constant(node.value))
             raise _Reject(f"constant {node.value!r} of type {type(node.value).__name__} in {self.where}", node)
         if isinstance(node, ast.Name):
             return self.name(node)
@@ -448,7 +460,8 @@ class CuteFunction(_Function):
     def join(kinds) -> _Kind:
         k = _CLEAN
         for x in kinds:
-            k = _Kind("S", k.taint or x.taint, k.mixed or x.mixed)
+            taint = k.taint or x.taint
+            k = _Kind("S", taint, k.mixed or x.mixed, const=(k.const or x.const) and not taint)
         return k
 
     def name(self, node: ast.Name) -> _Kind:
@@ -456,7 +469,8 @@ class CuteFunction(_Function):
         if n in self.taint:
             return self.taint[n]
         if n in m.consts:
-            return _CLEAN
+            cat, value = m.consts[n]
+            return _Kind("S", const=cat in ("S", "T") and _holds_constant(value))
         if n in m.cute_fns:
             raise _Reject(f"CuTe function {n} used as a value in {self.where}: call it (a @cute.kernel: "
                           f"{n}(...).launch(...))", node)
@@ -555,7 +569,11 @@ class CuteFunction(_Function):
                              any(k.mixed for k in kinds))
             if leaf in COMPARES:
                 return self.compare(node, node.args)
-            return self.select(node, leaf, kinds)
+            k = self.select(node, leaf, kinds)
+            if leaf in FRESH_VALUES:   # new register values: not the shape they are made with (its metadata is)
+                fill = [*node.args[1:2], *(kw.value for kw in node.keywords if kw.arg == "fill_value")]
+                return self.join(self.expr(a) for a in fill) if leaf in FILLED else _CLEAN
+            return k
         if f.attr == "launch":
             raise _Reject(f"{_src(f)}(...) used as a value in {self.where}: launch kernels as statements", node)
         if f.attr in CUTE_FIELDS:
@@ -613,6 +631,8 @@ class CuteFunction(_Function):
                           "folded in (the trip count would pick a branch by shape): special-casing shapes is not "
                           "allowed", node)
         bad = [c for a in node.args for c in _bad_constants(a, self.consts)] if name in SELECTS and k.taint else []
+        bad += [_src(a) for a, x in zip(node.args, kinds) if name in SELECTS and k.taint and x.const and not
+                _bad_constants(a, self.consts)]    # a local holding a constant: min(n, k) with k = 5376
         if bad:
             raise _Reject(f"{name}() of a value derived from tensor metadata and the constant {bad[0]} in "
                           f"{_src(node)} ({self.where}): special-casing shapes is not allowed", node)
@@ -622,11 +642,14 @@ class CuteFunction(_Function):
         lk, rk = self.expr(left), self.expr(right)
         taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
         if taint and not isinstance(op, ast.Mult):   # as in host code (rsi.harness.static rule 4)
-            for side in (left, right):
+            for side, sk in ((left, lk), (right, rk)):
                 bad = _bad_constants(side, self.consts)
                 if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):
                     mixed = True
-        return _Kind("S", taint, mixed)
+                elif sk.const and not bad:   # a local holding a constant
+                    mixed = True
+        folded = _const_kind(node, self.consts)
+        return _Kind("S", taint, mixed, const=folded if folded is not None else (lk.const or rk.const) and not taint)
 
     def compare(self, node: ast.AST, parts: list[ast.AST]) -> _Kind:
         kinds = [self.expr(p) for p in parts]
@@ -635,8 +658,9 @@ class CuteFunction(_Function):
                 if k.mixed:
                     raise _Reject(self._mixed_reason(node, part), node)
                 bad = _bad_constants(part, self.consts)
-                if bad:
-                    raise _Reject(f"compares a value derived from tensor metadata with the constant {bad[0]} in "
+                if bad or k.const:
+                    what = f"the constant {bad[0]}" if bad else f"{_src(part)}, which holds a constant,"
+                    raise _Reject(f"compares a value derived from tensor metadata with {what} in "
                                   f"{_src(node)} ({self.where}): special-casing shapes is not allowed (only 0, 1, -1, "
                                   "the index-width limits and the config may appear)", node)
         return _Kind("S", any(k.taint for k in kinds))

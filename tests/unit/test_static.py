@@ -338,6 +338,12 @@ SHAPE_CASES = {
     "world input": "    if int(world) == 8:\n        return x\n    return x\n",
     "float literal": "    if x.shape[0] * 0.5 > 2687.5:\n        return x\n    return x\n",
     "launch argument": "    _k[(1,)](x, x, 1, BLOCK=BLOCK, EVEN=x.shape[0] == 17)\n    return x\n",
+    # a constant held by a local is the constant (all four passed the check before the eighteenth session)
+    "local holding it": "    k = 16384\n    if x.shape[1] == k:\n        return x\n    return x\n",
+    "config times zero plus it": "    k = BLOCK * 0 + 16384\n    if x.shape[1] == k:\n        return x\n    return x\n",
+    "tuple element": "    ks = (2048, 16384)\n    if x.shape[1] == ks[1]:\n        return x\n    return x\n",
+    "folded through a local": "    k = 5376\n    d = x.shape[1] - k\n    if d == 0:\n        return x\n    return x\n",
+    "min with a local": "    k = 4096\n    if min(x.shape[0], k) == k:\n        return x\n    return x\n",
 }
 
 
@@ -357,6 +363,10 @@ def test_shape_guards_that_are_allowed():
         "    if x.shape[0] == 0 or x.stride(-1) != 1:\n        raise ValueError('empty')\n    return x\n",
         "    n_cols = x.shape[1] // 2\n    if n_cols > BLOCK:\n        raise ValueError('fit')\n    return x\n",
         "    m = x.shape[0] * 3\n    if m > BLOCK:\n        raise ValueError('fit')\n    return x\n",
+        # locals holding what may appear: an index-width limit, the config, a loop index
+        "    lim = 2**31 - 1\n    if x.numel() >= lim:\n        raise ValueError('int32')\n    return x\n",
+        "    b = BLOCK\n    if x.shape[0] > b:\n        raise ValueError('fit')\n    return x\n",
+        "    for i in range(4):\n        if x.shape[0] > i:\n            return x\n    return x\n",
     ]:
         assert reason(host(body)) == "", (body, reason(host(body)))
 
