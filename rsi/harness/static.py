@@ -302,6 +302,22 @@ def _const_kind(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool | 
         return None
 
 
+def _arith(node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST, lk: _Kind, rk: _Kind,
+           consts: dict[str, tuple[str, object]]) -> _Kind:
+    """The kind of ``left op right`` (scalars; host code and CuTe bodies): tainted if a side is; mixed if a side is,
+    or if it is tainted and the other side holds a constant other than a factor (scaling cannot map one shape onto
+    0, 1 or -1) or the halving // 2 (x[:, :F]); const where untainted and holding one."""
+    taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
+    if taint and not isinstance(op, ast.Mult):
+        for side, sk in ((left, lk), (right, rk)):
+            bad = _bad_constants(side, consts)
+            halving = isinstance(op, ast.FloorDiv) and side is right and bad == [2]
+            if (bad and not halving) or (sk.const and not bad):   # a literal, or a local holding one (k = 5376)
+                mixed = True
+    folded = _const_kind(node, consts)
+    return _Kind("S", taint, mixed, const=folded if folded is not None else (lk.const or rk.const) and not taint)
+
+
 def _is_const(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool:
     try:
         _fold(node, consts)
@@ -1157,18 +1173,7 @@ class _Host(_Function):
         for side, k in ((left, lk), (right, rk)):
             if k.cat not in ("S", "B"):
                 raise _Reject(self._compute_reason(side, f"operator {sym}"), node)
-        taint = lk.taint or rk.taint
-        mixed = lk.mixed or rk.mixed
-        if taint and not isinstance(op, ast.Mult):  # scaling cannot map one shape onto 0, 1 or -1
-            for side, sk in ((left, lk), (right, rk)):
-                bad = _bad_constants(side, self.consts)
-                if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):  # halving: x[:, :F]
-                    mixed = True
-                elif sk.const and not bad:   # a local holding a constant (k = 5376; n - k)
-                    mixed = True
-        folded = _const_kind(node, self.consts)
-        const = folded if folded is not None else (lk.const or rk.const) and not taint
-        return _Kind("S", taint, mixed, const=const)
+        return _arith(node, left, op, right, lk, rk, self.consts)
 
     def _shape_rule(self, node: ast.AST, parts: list[ast.AST], kinds: list[_Kind]) -> None:
         if not any(k.taint for k in kinds):

@@ -69,14 +69,14 @@ import ast
 
 from rsi.harness.static import (
     KERNEL_BUILTINS,
+    _arith,
     _bad_constants,
-    _const_kind,
-    _holds_constant,
     _chain,
     _check_attr_name,
     _dotted,
     _expression_reason,
     _Function,
+    _holds_constant,
     _is_const,
     _Kind,
     _params,
@@ -639,17 +639,7 @@ class CuteFunction(_Function):
         return k
 
     def binop(self, node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST) -> _Kind:
-        lk, rk = self.expr(left), self.expr(right)
-        taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
-        if taint and not isinstance(op, ast.Mult):   # as in host code (rsi.harness.static rule 4)
-            for side, sk in ((left, lk), (right, rk)):
-                bad = _bad_constants(side, self.consts)
-                if bad and not (isinstance(op, ast.FloorDiv) and side is right and bad == [2]):
-                    mixed = True
-                elif sk.const and not bad:   # a local holding a constant
-                    mixed = True
-        folded = _const_kind(node, self.consts)
-        return _Kind("S", taint, mixed, const=folded if folded is not None else (lk.const or rk.const) and not taint)
+        return _arith(node, left, op, right, self.expr(left), self.expr(right), self.consts)   # as in host code
 
     def compare(self, node: ast.AST, parts: list[ast.AST]) -> _Kind:
         kinds = [self.expr(p) for p in parts]
