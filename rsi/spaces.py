@@ -318,12 +318,12 @@ def _heuristic_cute_flash_tiles(space: Space) -> dict[str, Any]:
 
 
 def _heuristic_cute_fp8_flash_tiles(space: Space) -> dict[str, Any]:
-    """attention_fp8_cute (rsi/templates/attention_fp8_cute.py): 128 keys a block, 2 stages, both of FA3's
-    schedules (PINGPONG 1, OVERLAP 1), static layouts: the fastest of probe 69's five schedules at h3_full,
-    h3_stage1 and ltx_video (a sweep outside the judge: 1.421x, 1.105x, 1.073x SDPA cuDNN), judged in run 69d at
-    1.443x SDPA cuDNN and 1.038x cuDNN's FP8 attention at h3_full (not promoted). Until then the heuristic was
-    attention_cute's (PINGPONG 0), judged in run 69 at 1.292x SDPA cuDNN there."""
-    c = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 1, "OVERLAP": 1, "DYNAMIC": 0, "QVEC": 0}
+    """attention_fp8_cute (rsi/templates/attention_fp8_cute.py): 192 keys a block, 2 stages, both of FA3's
+    schedules (PINGPONG 1, OVERLAP 1), static layouts, the vectorised quantisers (QVEC 1), every exponential on the
+    MUFU (EMU 0): probe 71's fastest of five schedules (a sweep outside the judge: 1.527x SDPA cuDNN at h3_full),
+    promoted in run 71 (1.579x SDPA cuDNN, 1.129x cuDNN's FP8 attention at h3_full). Before: BN 128 and run 69's
+    quantisers (probe 69's sweep; judged in run 69d at 1.443x), and before that attention_cute's PINGPONG 0."""
+    c = {"BM": 128, "BN": 192, "STAGES": 2, "PINGPONG": 1, "OVERLAP": 1, "DYNAMIC": 0, "QVEC": 1, "EMU": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -27,10 +27,10 @@ from rsi.harness import timing as T
 from rsi.refs import attention_fp8 as A8
 from rsi.refs import get_op_group
 from rsi.search.stats import paired_ratio_ci
-from rsi.spaces import load_space
 from rsi.templates import attention_fp8_cute as tpl
 
-HEUR = {**load_space("attention_fp8").select("attention_fp8_cute").heuristic(), "QVEC": 0}
+# the space's heuristic when run 71 ran it (its record); the heuristic has moved since (rsi/spaces.py)
+HEUR = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 1, "OVERLAP": 1, "DYNAMIC": 0, "QVEC": 0}
 CONFIGS = {"q0_bn128": HEUR, "q1_bn128": {**HEUR, "QVEC": 1}, "q1_bn192": {**HEUR, "QVEC": 1, "BN": 192},
            "q1_bn128_st3": {**HEUR, "QVEC": 1, "STAGES": 3}, "q1_bn192_st3": {**HEUR, "QVEC": 1, "BN": 192, "STAGES": 3}}
 CHOICES = ("q1_bn128", "q1_bn192", "q1_bn128_st3", "q1_bn192_st3")    # run 71's call c judges the fastest
