@@ -631,7 +631,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute.Tensor, cu_q: cute.Tensor,
                     cu_k: cute.Tensor, scales: cute.Tensor, stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr,
                     STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr,
-                    EMU: cutlass.Constexpr):
+                    EMU: cutlass.Constexpr = 0):
     f8 = cutlass.Float8E4M3FN
     # S = Q K^T: two warpgroups stacked along M, m64 x BN x k32, both operands K-major in shared memory
     mma_qk = cute.make_tiled_mma(cute.make_mma_atom(cute.nvgpu.warpgroup.MmaF8Op(

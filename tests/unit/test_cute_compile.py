@@ -211,10 +211,10 @@ calls += [("amax_vec", m._amax_vec_host, (q0, part[0]), {}, False),
           ("rows_vec", m._quant_rows_vec_host, (q0, part[0], q8, scales[0]), {}, False),
           ("vt_vec", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {}, False),
           ("vt_vec_odd", m._quant_vt_vec_host, (v, part[2], cu, vt, scales[2]), {}, False)]
-for bn, stages, pp, ov, dyn in ((128, 2, 0, 1, False), (64, 3, 1, 0, False), (128, 2, 0, 1, True),
-                                (192, 2, 1, 1, False)):
-    cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov}
-    calls.append((f"attn_{bn}_{stages}_{pp}_{ov}_{int(dyn)}", m._attention_host,
+for bn, stages, pp, ov, dyn, emu in ((128, 2, 0, 1, False, 0), (64, 3, 1, 0, False, 0), (128, 2, 0, 1, True, 0),
+                                     (192, 2, 1, 1, False, 0), (192, 2, 1, 1, False, 3)):
+    cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov, "EMU": emu}
+    calls.append((f"attn_{bn}_{stages}_{pp}_{ov}_{int(dyn)}" + (f"_emu{emu}" if emu else ""), m._attention_host,
                   (q8, q8, vt, torch.empty_like(q), cu, cu, scales), cfg, dyn))
 for name, fn, args, cfg, dyn in calls:
     _, positional = K._cute_args(fn, args, cfg, cuda.CUstream(0), from_dlpack, dyn)
@@ -226,7 +226,7 @@ for name, fn, args, cfg, dyn in calls:
     out[name] = dict(collections.Counter(re.findall(
         r"wgmma\.mma_async[.a-z0-9_]*|cvt\.rn\.satfinite\.e4m3x2\.f32|div\.[a-z0-9.]*|ex2\.approx[.a-z0-9]*|"
         r"cp\.async\.bulk\.tensor\.3d\.shared[^.]*|[ld|st]+\.local|max\.f32|shfl\.sync\.bfly\.b32|"
-        r"(?:ld|st)\.global[.a-z0-9]*|fma\.rn\.f32", ptx)))
+        r"(?:ld|st)\.global[.a-z0-9]*|fma\.rn\.f32|shl\.b32", ptx)))
 print(json.dumps(out))
 """
 
@@ -238,7 +238,8 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     warpgroup MMAs, D / 32 for Q K^T and BN / 32 for P V
     a key block (the overlap peels one of each off its loop), P converted to e4m3 in pairs, one ex2 per score and two
     per row pair, Q, K and V^T by 3-D TMA and nothing in local memory; and QVEC 1's vectorised passes (16-byte
-    loads where the layout allows them, the Markstein quotient, 8-byte e4m3 stores)."""
+    loads where the layout allows them, the Markstein quotient, 8-byte e4m3 stores), and EMU's exponentials off
+    the MUFU."""
     r = _compile(tmp_path, _COMPILE_FP8_ATTENTION, "attention_fp8_cute")
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert res["amax"].get("max.f32") and res["amax"].get("shfl.sync.bfly.b32") and not res["amax"].get("div.rn.f32")
@@ -267,3 +268,11 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
         assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == copies * bn // 4
         assert ops.get("ex2.approx.ftz.f32") == copies * (bn // 2 + 2)
         assert ops.get("cp.async.bulk.tensor.3d.shared::cta") and not ops.get("ld.local") and not ops.get("st.local")
+    # EMU 3: 3 of every 8 score columns by _exp2_fma (three fmas and a shift each), the rest and the row factors on
+    # the MUFU
+    plain, emu = res["attn_192_2_1_1_0"], res["attn_192_2_1_1_0_emu3"]
+    emulated = 2 * 2 * (192 // 4) * 3 // 8          # two copies of the softmax (OVERLAP 1), two rows a thread
+    assert emu.get("ex2.approx.ftz.f32") == plain.get("ex2.approx.ftz.f32") - emulated, (plain, emu)
+    assert emu.get("fma.rn.f32", 0) - plain.get("fma.rn.f32", 0) == 3 * emulated
+    assert emu.get("shl.b32", 0) - plain.get("shl.b32", 0) == emulated
+    assert not emu.get("ld.local") and not emu.get("st.local")
