@@ -47,7 +47,9 @@ take views, compute launch geometry from sizes and launch kernels. The rules, in
    ``INDEX_WIDTH_LIMITS`` (2**31 - 1, 2**31, 2**32, 2**63 - 1: int32/int64 overflow guards such as
    ``x.numel() + BLOCK >= 2**31 - 1``), and may not involve a tainted value into which such a constant was folded
    by arithmetic (``k = n - 5376; if k == 0``); nor may such a value bound a host loop (``for _ in range(n //
-   16384)`` runs its body at some shapes only). Comparisons against launch parameters with defaults (the config)
+   16384)`` runs its body at some shapes only). A constant held by a local counts as the constant (``_Kind.const``,
+   carried through names and arithmetic, not loop indices: ``k = 16384; if n_cols == k`` and ``k = BLOCK * 0 +
+   16384`` passed before the eighteenth session). Comparisons against launch parameters with defaults (the config)
    are allowed: ``if n_cols > BLOCK_H + BLOCK_T: raise ValueError(...)``.
 5. CuTe DSL (``rsi.harness.static_cute``, rules C1-C4 there): ``@cute.kernel`` / ``@cute.jit`` functions with their
    own allow-list, launched from host code only by the statement ``K.cute_launch(fn, *args, **consts)``; rule 4

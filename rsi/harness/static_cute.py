@@ -60,7 +60,10 @@ C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K.c
     ``range_constexpr``, ``range``: ``range_constexpr(n // 21504)`` runs its body only at some shapes) or an index
     (``(0, 1)[n // 21504]``). Tensor data (loads, elements of untainted tensors) is not metadata. A tainted value
     may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
-    parameter of another CuTe function (it would shed its taint there).
+    parameter of another CuTe function (it would shed its taint there). A local holding a constant counts as the
+    constant, as in host code; a new register tensor (``FRESH_VALUES``) holds new values, not its shape argument's.
+    Known gap: an element store does not pass its value's taint to the tensor (tests/unit/test_static_cute.py,
+    a strict xfail).
 """
 
 from __future__ import annotations
