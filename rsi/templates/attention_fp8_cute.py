@@ -295,11 +295,14 @@ def _quant_rows_vec_host(x: cute.Tensor, part: cute.Tensor, x8: cute.Tensor, sca
 
 
 @cute.kernel
-def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gvt: cute.Tensor, scale: cute.Tensor):
+def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gvt: cute.Tensor, scale: cute.Tensor,
+                         LOADS_FIRST: cutlass.Constexpr):
     """vt as _quant_vt_kernel's, through registers instead of shared memory: thread (c, o) = (tidx // 16, tidx % 16)
     of the 256 loads dims 8 c .. 8 c + 7 (16 bytes) of the 8 keys that vt's columns 8 o .. 8 o + 7 of the tile hold
     (key(i) of the permutation: 32 (o // 4) + 16 (o % 4 // 2) + 4 (o % 2) + (0, 1, 8, 9, 2, 3, 10, 11)[i]), then
-    stores, for each of its 8 dims, those 8 columns as 8 bytes: a warp's store is two 128-byte row pieces."""
+    stores, for each of its 8 dims, those 8 columns as 8 bytes: a warp's store is two 128-byte row pieces.
+    LOADS_FIRST 1 (QVEC 2) issues the 8 loads before any quotient: with 0 (QVEC 1, H200 runs 71-72) ptxas keeps each
+    load behind the previous key's arithmetic (one 16-byte load in flight a thread; 1.2 TB/s at h3_full)."""
     tidx, _, _ = cute.arch.thread_idx()
     jt, h, doc = cute.arch.block_idx()
     k0 = cu[doc]
@@ -320,14 +323,28 @@ def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gv
         raw = cute.make_rmem_tensor((VEC,), cutlass.Float32)
         q = cute.make_rmem_tensor((VEC, VEC), cutlass.Float32)         # (key column i, dim d)
         base = jt * VT_TILE + 32 * (o // 4) + 16 * ((o % 4) // 2) + 4 * (o % 2)
-        for i in cutlass.range_constexpr(VEC):
-            key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
-            for d in cutlass.range_constexpr(VEC):
-                q[(i, d)] = 0.0       # past the document's keys: zeros (not 0 / scale, NaN for a non-finite head)
-            if key < n_keys:
-                raw.store(gv[(None, (k0 + key, h, c))].load().to(cutlass.Float32))
+        if cutlass.const_expr(LOADS_FIRST == 1):
+            rows = cute.make_rmem_tensor((VEC, VEC), cutlass.BFloat16)    # (dim d, key column i): the raw vectors
+            for i in cutlass.range_constexpr(VEC):
+                key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
+                if key < n_keys:
+                    rows[(None, i)].store(gv[(None, (k0 + key, h, c))].load())
+            for i in cutlass.range_constexpr(VEC):
+                key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
                 for d in cutlass.range_constexpr(VEC):
-                    q[(i, d)] = _quotient(raw[d], mk)
+                    q[(i, d)] = 0.0   # past the document's keys: zeros (not 0 / scale, NaN for a non-finite head)
+                if key < n_keys:
+                    for d in cutlass.range_constexpr(VEC):
+                        q[(i, d)] = _quotient(rows[(d, i)].to(cutlass.Float32), mk)
+        else:
+            for i in cutlass.range_constexpr(VEC):
+                key = base + (i % 2) + 8 * ((i // 2) % 2) + 2 * (i // 4)
+                for d in cutlass.range_constexpr(VEC):
+                    q[(i, d)] = 0.0   # past the document's keys: zeros (not 0 / scale, NaN for a non-finite head)
+                if key < n_keys:
+                    raw.store(gv[(None, (k0 + key, h, c))].load().to(cutlass.Float32))
+                    for d in cutlass.range_constexpr(VEC):
+                        q[(i, d)] = _quotient(raw[d], mk)
         col = (t0 + VEC * o) // VEC
         for d in cutlass.range_constexpr(VEC):
             gvt[(None, (h, VEC * c + d, col))].store(q[(None, d)].load().to(cutlass.Float8E4M3FN))
@@ -335,11 +352,12 @@ def _quant_vt_vec_kernel(gv: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, gv
 
 @cute.jit
 def _quant_vt_vec_host(v: cute.Tensor, part: cute.Tensor, cu: cute.Tensor, vt: cute.Tensor, scale: cute.Tensor,
-                       stream):
+                       stream, LOADS_FIRST: cutlass.Constexpr = 0):
     gv = cute.zipped_divide(v, (1, 1, VEC))
     gvt = cute.zipped_divide(vt, (1, 1, VEC))                 # ((1, 1, 8), (H, 128, n_pad / 8))
     grid = (cute.ceil_div(v.shape[0] + 63, VT_TILE), v.shape[1], cu.shape[0] - 1)
-    _quant_vt_vec_kernel(gv, part, cu, gvt, scale).launch(grid=grid, block=(2 * HEAD_DIM, 1, 1), stream=stream)
+    _quant_vt_vec_kernel(gv, part, cu, gvt, scale, LOADS_FIRST).launch(grid=grid, block=(2 * HEAD_DIM, 1, 1),
+                                                                       stream=stream)
 
 
 # ------------------------------------------------------------------------------------------ attention on e4m3
@@ -682,9 +700,9 @@ def _quant_rows(x, part, x8, scale, VEC32):
         K.cute_launch_dynamic(_quant_rows_host, x, part, x8, scale)
 
 
-def _quant_vt(v, part, cu_seqlens, vt, scale, VEC32):
+def _quant_vt(v, part, cu_seqlens, vt, scale, VEC32, LOADS_FIRST):
     if VEC32:
-        K.cute_launch(_quant_vt_vec_host, v, part, cu_seqlens, vt, scale)
+        K.cute_launch(_quant_vt_vec_host, v, part, cu_seqlens, vt, scale, LOADS_FIRST=LOADS_FIRST)
     else:
         K.cute_launch_dynamic(_quant_vt_host, v, part, cu_seqlens, vt, scale)
 
@@ -694,20 +712,21 @@ def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC=1):
     [3, H] fp32, q8 / k8 [S, H, 128] and vt [H, 128, n_pad] e4m3. QVEC 1: the vectorised passes (static layouts,
     16-byte loads where the layout allows them, 32-bit offsets) for each input that spans fewer than 2**31 - 1
     elements, the scalar ones for the others (a view into a larger buffer at the op's huge shape: H200 run 71's
-    first judged QVEC 1 candidate read past 2**31 there, wrapped, and made every output NaN); QVEC 0: the scalar
-    ones (dynamic layouts with 64-bit strides, one compile for all shapes)."""
+    first judged QVEC 1 candidate read past 2**31 there, wrapped, and made every output NaN); QVEC 2: the same with
+    the V^T pass's loads issued first (_quant_vt_vec_kernel's LOADS_FIRST; eighteenth session, not yet run on a GPU);
+    QVEC 0: the scalar ones (dynamic layouts with 64-bit strides, one compile for all shapes)."""
     # each input's reach from its first element (the 32-bit offsets of the vectorised passes)
     q_span = (q.shape[0] - 1) * q.stride(0) + (q.shape[1] - 1) * q.stride(1) + (q.shape[2] - 1) * q.stride(-1)
     k_span = (k.shape[0] - 1) * k.stride(0) + (k.shape[1] - 1) * k.stride(1) + (k.shape[2] - 1) * k.stride(-1)
     v_span = (v.shape[0] - 1) * v.stride(0) + (v.shape[1] - 1) * v.stride(1) + (v.shape[2] - 1) * v.stride(-1)
-    vq, vk, vv = (QVEC == 1 and q_span < 2**31 - 1, QVEC == 1 and k_span < 2**31 - 1,
-                  QVEC == 1 and v_span < 2**31 - 1)
+    vq, vk, vv = (QVEC > 0 and q_span < 2**31 - 1, QVEC > 0 and k_span < 2**31 - 1,
+                  QVEC > 0 and v_span < 2**31 - 1)
     _amax(q, part.select(0, 0), vq)
     _amax(k, part.select(0, 1), vk)
     _amax(v, part.select(0, 2), vv)
     _quant_rows(q, part.select(0, 0), q8, scales.select(0, 0), vq)
     _quant_rows(k, part.select(0, 1), k8, scales.select(0, 1), vk)
-    _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv)
+    _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv, QVEC == 2)
 
 
 def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0, EMU=0):

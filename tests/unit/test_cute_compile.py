@@ -210,7 +210,8 @@ calls += [("amax_vec", m._amax_vec_host, (q0, part[0]), {}, False),
           ("amax_vec_odd", m._amax_vec_host, (v, part[2]), {}, False),
           ("rows_vec", m._quant_rows_vec_host, (q0, part[0], q8, scales[0]), {}, False),
           ("vt_vec", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {}, False),
-          ("vt_vec_odd", m._quant_vt_vec_host, (v, part[2], cu, vt, scales[2]), {}, False)]
+          ("vt_vec_odd", m._quant_vt_vec_host, (v, part[2], cu, vt, scales[2]), {}, False),
+          ("vt_vec_first", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {"LOADS_FIRST": 1}, False)]
 for bn, stages, pp, ov, dyn, emu in ((128, 2, 0, 1, False, 0), (64, 3, 1, 0, False, 0), (128, 2, 0, 1, True, 0),
                                      (192, 2, 1, 1, False, 0), (192, 2, 1, 1, False, 3)):
     cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov, "EMU": emu}
@@ -251,12 +252,13 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     # e4m3 in pairs, stored 8 bytes at a time
     assert res["amax_vec"].get("ld.global.v4.b32") and not res["amax_vec"].get("ld.global.b16")
     assert res["amax_vec_odd"].get("ld.global.b16") and not res["amax_vec_odd"].get("ld.global.v4.b32")
-    for name, vecs in (("rows_vec", 2), ("vt_vec", 8), ("vt_vec_odd", 8)):
+    for name, vecs in (("rows_vec", 2), ("vt_vec", 8), ("vt_vec_odd", 8), ("vt_vec_first", 8)):
         ops = res[name]
         assert ops.get("div.rn.f32") == 2 and ops.get("fma.rn.f32") == 2 * 8 * vecs, ops
         assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == 4 * vecs and ops.get("st.global.v2.b32") == vecs, ops
         assert not ops.get("ld.local") and not ops.get("st.local")
     assert res["rows_vec"].get("ld.global.v4.b32") == 2 and res["vt_vec"].get("ld.global.v4.b32") == 8
+    assert res["vt_vec_first"].get("ld.global.v4.b32") == 8   # QVEC 2: the same loads, issued before the quotients
     assert res["vt_vec_odd"].get("ld.global.b16") == 64 and not res["vt_vec_odd"].get("ld.global.v4.b32")
     for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2), (192, 2)),
                                   ("attn_128_2_0_1_0", "attn_64_3_1_0_0", "attn_128_2_0_1_1", "attn_192_2_1_1_0")):
