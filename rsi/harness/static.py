@@ -234,10 +234,13 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.BitOr: operator.or_, ast.BitXor: operator.xor}
 _MAX_BITS = 4096
 _MAX_LEN = 4096
+_FOLDED_BUILTINS = {"int": int, "float": float, "len": len, "abs": abs}   # evaluated on constants by _fold
 
 
-def _fold(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
-    """The value of a constant expression, or _NotConst. Bounded: no huge powers, shifts or repetitions."""
+def _fold(node: ast.AST, consts: dict[str, tuple[str, object]], reads: bool = False) -> object:
+    """The value of a constant expression, or _NotConst. Bounded: no huge powers, shifts or repetitions. ``reads``:
+    also subscripts of constant tuples and int / float / len / abs of constants, for finding the constants a shape
+    is compared with (rule 4); a module constant or a default is never one of those."""
     if isinstance(node, ast.Constant):
         v = node.value
         if v is None or type(v) in (int, float, str, bool):
@@ -249,9 +252,9 @@ def _fold(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
             return c[1]
         raise _NotConst
     if isinstance(node, ast.Tuple) and isinstance(node.ctx, ast.Load):
-        return tuple(_fold(e, consts) for e in node.elts)
+        return tuple(_fold(e, consts, reads) for e in node.elts)
     if isinstance(node, ast.UnaryOp):
-        v = _fold(node.operand, consts)
+        v = _fold(node.operand, consts, reads)
         try:
             if isinstance(node.op, ast.Not):
                 return not v
@@ -266,8 +269,23 @@ def _fold(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
         except TypeError:
             raise _NotConst from None
         raise _NotConst
+    if reads and isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):   # (2048, 16384)[1], KS[0]
+        seq, i = _fold(node.value, consts, reads), _fold(node.slice, consts, reads)
+        if isinstance(seq, (tuple, str)) and isinstance(i, int) and not isinstance(i, bool) and -len(seq) <= i < len(seq):
+            return seq[i]
+        raise _NotConst
+    if (reads and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FOLDED_BUILTINS
+            and consts.get(node.func.id) is None and not node.keywords and len(node.args) == 1):
+        v = _fold(node.args[0], consts, reads)   # int('16384'), float(...), len('x' * 2048), abs(-16384)
+        try:
+            v = _FOLDED_BUILTINS[node.func.id](v)
+        except (ArithmeticError, TypeError, ValueError):
+            raise _NotConst from None
+        if isinstance(v, int) and v.bit_length() > _MAX_BITS:
+            raise _NotConst
+        return v
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        a, b = _fold(node.left, consts), _fold(node.right, consts)
+        a, b = _fold(node.left, consts, reads), _fold(node.right, consts, reads)
         if isinstance(node.op, ast.Pow) and isinstance(a, int) and isinstance(b, int) and (
                 b < 0 or b > _MAX_BITS or max(abs(a), 1).bit_length() * b > _MAX_BITS):
             raise _NotConst
@@ -295,11 +313,19 @@ def _holds_constant(v: object) -> bool:
                and x not in INDEX_WIDTH_LIMITS for x in vals)
 
 
+def _const_value(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
+    """node's folded value, or None where it does not fold."""
+    try:
+        return _fold(node, consts, reads=True)
+    except _NotConst:
+        return None
+
+
 def _const_kind(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool | None:
     """Whether node, where it folds to a constant, holds one a shape may not be compared with (None: it does not
     fold). Kinds carry this as ``const`` through locals and arithmetic (_Kind)."""
     try:
-        return _holds_constant(_fold(node, consts))
+        return _holds_constant(_fold(node, consts, reads=True))
     except _NotConst:
         return None
 
@@ -310,6 +336,9 @@ def _arith(node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST, lk: _
     or if it is tainted and the other side holds a constant other than a factor (scaling cannot map one shape onto
     0, 1 or -1) or the halving // 2 (x[:, :F]); const where untainted and holding one."""
     taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
+    if taint and isinstance(op, ast.Mult):   # scaling by a fraction maps a shape onto 1 (n * (1 / 16384) == 1)
+        mixed = mixed or any(isinstance(c, float) and c != int(c) for side in (left, right)
+                             for c in _bad_constants(side, consts) if isinstance(c, (int, float)))
     if taint and not isinstance(op, ast.Mult):
         for side, sk in ((left, lk), (right, rk)):
             bad = _bad_constants(side, consts)
@@ -335,7 +364,7 @@ def _bad_constants(node: ast.AST, consts: dict[str, tuple[str, object]]) -> list
 
     def walk(n: ast.AST) -> None:
         try:
-            v = _fold(n, consts)
+            v = _fold(n, consts, reads=True)
         except _NotConst:
             v = _NotConst
         if v is not _NotConst:
@@ -842,6 +871,15 @@ class _Kind:
         return _Kind(cat, taint, self.mixed or other.mixed, self.alloc or other.alloc,
                      (self.const or other.const) and not taint)
 
+    def alt(self, other: _Kind) -> _Kind:
+        """One of self or other (a name bound twice, a conditional or boolean expression, a parameter from two call
+        sites): as join, and where one may be shape-derived and the other a constant, mixed (the eighteenth
+        session's adversary pass: `k = n; k = 16384; if m == k` passed with the constant dropped)."""
+        k = self.join(other)
+        if k.taint and (self.const or other.const):
+            return _Kind(k.cat, k.taint, True, k.alloc)
+        return k
+
 
 _BOTTOM = _Kind("B")
 _OPAQUE_INPUT = _Kind("O", True)
@@ -897,7 +935,7 @@ class _Host(_Function):
 
     def assign(self, name: str, k: _Kind) -> None:
         old = self.env.get(name, _BOTTOM)
-        new = old.join(k)
+        new = old.alt(k)
         if new != old:
             self.env[name] = new
             self.mod.changed = True
@@ -913,7 +951,7 @@ class _Host(_Function):
         def join(name: str | None, k: _Kind) -> None:
             if name is None:
                 return
-            new = kinds.get(name, _BOTTOM).join(k)
+            new = kinds.get(name, _BOTTOM).alt(k)
             if new != kinds.get(name, _BOTTOM):
                 kinds[name] = new
                 self.mod.changed = True
@@ -1018,6 +1056,11 @@ class _Host(_Function):
             if isinstance(value, ast.Tuple) and len(value.elts) == len(t.elts):
                 for e, v in zip(t.elts, value.elts):
                     self.bind(e, self.expr(v), v)
+                return
+            folded = _const_value(value, self.consts) if value is not None else None
+            if isinstance(folded, tuple) and len(folded) == len(t.elts):   # lo, hi = LIM: each its own element
+                for e, v in zip(t.elts, folded):
+                    self.bind(e, _Kind("T" if isinstance(v, tuple) else "S", const=_holds_constant(v)), None)
                 return
             elem = _Kind("S", k.taint, k.mixed, const=k.const) if k.cat == "T" else (_BOTTOM if k.cat == "B" else
                                                                        _Kind("O", k.taint, k.mixed, k.alloc))
@@ -1143,13 +1186,13 @@ class _Host(_Function):
         if isinstance(node, ast.BoolOp):
             k = _Kind("S")
             for v in node.values:
-                k = k.join(self.test(v))
+                k = k.alt(self.test(v))
             return k
         if isinstance(node, ast.Compare):
             return self.compare(node)
         if isinstance(node, ast.IfExp):
             self.test(node.test)
-            return self.expr(node.body).join(self.expr(node.orelse))
+            return self.expr(node.body).alt(self.expr(node.orelse))
         if isinstance(node, ast.Tuple):
             k = _Kind("T")
             for e in node.elts:
@@ -1224,6 +1267,15 @@ class _Host(_Function):
         return k
 
     def subscript(self, node: ast.Subscript) -> _Kind:
+        if isinstance(node.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.value.elts):
+            i = _const_value(node.slice, self.consts)    # (x.shape[0], 16384)[1] is 16384
+            if isinstance(i, int) and not isinstance(i, bool) and -len(node.value.elts) <= i < len(node.value.elts):
+                self.expr(node.value)
+                return self.expr(node.value.elts[i])
+        folded = _const_kind(node, self.consts)
+        if folded is not None:           # KS[0] of a module constant: its element, not the whole tuple's const
+            self.expr(node.value)
+            return _Kind("S", const=folded)
         vk = self.expr(node.value)
         ik, is_slice = self.index(node.slice)
         taint, mixed = vk.taint or ik.taint, vk.mixed or ik.mixed
@@ -1380,13 +1432,14 @@ class _Host(_Function):
     def _size_fn(self, node: ast.Call, name: str) -> _Kind:
         if node.keywords:
             raise _Reject(f"{name}() takes positional arguments", node)
-        k = _Kind("S")
+        k, holds = _Kind("S"), False
         for a in node.args:
             if isinstance(a, ast.Starred):
                 raise _Reject(f"*{_src(a.value)} in {name}()", a)
-            k = k.join(self.scalar(a, f"argument of {name}()"))
-        folded = _const_kind(node, self.consts) if name.startswith("triton.") else None
-        return _Kind("S", k.taint, k.mixed, const=k.const if folded is None else folded)
+            ak = self.scalar(a, f"argument of {name}()")
+            k = k.join(ak)
+            holds = holds or ak.const or bool(_bad_constants(a, self.consts))
+        return _Kind("S", k.taint, k.mixed or (k.taint and holds), const=k.const)
 
     def builtin(self, node: ast.Call, n: str) -> _Kind:
         if node.keywords:
@@ -1399,7 +1452,8 @@ class _Host(_Function):
             raise _Reject(f"{n}() takes one argument here", node)
         if n == "len":
             k = self.expr(node.args[0])
-            return _Kind("S", k.taint or k.cat == "O", k.mixed)
+            folded = _const_kind(node, self.consts)   # len('x' * 2048)
+            return _Kind("S", k.taint or k.cat == "O", k.mixed, const=bool(folded))
         if n == "int":
             a = node.args[0]
             k = self.expr(a)
@@ -1409,12 +1463,14 @@ class _Host(_Function):
             if k.cat not in ("S", "O", "B"):
                 raise _Reject(f"int() of {_src(a)}", node)
             # int(parameter): a plain-int input; were it a tensor, int() fails unless it has exactly one element
-            return _Kind("S", k.taint or k.cat == "O", k.mixed, const=k.const and not k.taint and k.cat != "O")
+            folded = _const_kind(node, self.consts)
+            return _Kind("S", k.taint or k.cat == "O", k.mixed,
+                         const=(k.const and not k.taint and k.cat != "O") if folded is None else folded)
         if n == "tuple":
             k = self.expr(node.args[0])
             if k.cat not in ("T", "B"):
                 raise _Reject(f"tuple() of {_src(node.args[0])}: only of a shape or a tuple of sizes", node)
-            return _Kind("T", k.taint, k.mixed)
+            return _Kind("T", k.taint, k.mixed, const=k.const)
         if n in ("min", "max"):
             if not node.args:
                 raise _Reject(f"{n}() without arguments", node)
@@ -1427,7 +1483,8 @@ class _Host(_Function):
                                                                or any(k.const for k in kinds)))
             return _Kind("S", taint, mixed, const=not taint and any(k.const for k in kinds))
         k = self.scalar(node.args[0], f"{n}()")  # float, bool, abs
-        return _Kind("S", k.taint, k.mixed, const=k.const)
+        folded = _const_kind(node, self.consts)
+        return _Kind("S", k.taint, k.mixed, const=k.const if folded is None else folded)
 
 
 _OPSYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",

@@ -76,6 +76,8 @@ from rsi.harness.static import (
     _bad_constants,
     _chain,
     _check_attr_name,
+    _const_kind,
+    _const_value,
     _dotted,
     _expression_reason,
     _Function,
@@ -174,9 +176,11 @@ CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product"
 COMPARES = frozenset({"elem_less"})
 # functions making new register tensors: their values are not their shape argument's (the shape and layout are
 # metadata as ever: cute.size(t), t.shape); the filled ones take their fill value's kind
-FRESH_VALUES = frozenset({"make_rmem_tensor", "make_rmem_tensor_like", "make_fragment_like", "zeros_like",
-                          "ones_like", "full", "full_like"})
-FILLED = frozenset({"full", "full_like"})
+# (make_rmem_tensor only: make_fragment_like of a layout is a layout, and the filled ones summed give their size,
+# as the eighteenth session's adversary pass showed; .reduce is metadata-derived for the same reason)
+FRESH_VALUES = frozenset({"make_rmem_tensor"})
+# size arithmetic: a literal folded in by them mixes a shape as +, - and // do (cute.ceil_div(n, 2048) == 1)
+SIZE_ARITH = frozenset({"ceil_div", "round_up"})
 # functions taking a coordinate or a tile, as an index does (argument positions), and named barriers (their id and
 # thread count, by keyword): none may carry a shape test either
 COORDINATES = {"domain_offset": (0,), "local_tile": (1, 2), "crd2idx": (0,)}
@@ -323,9 +327,8 @@ class CuteFunction(_Function):
         raise _Reject(f"{self.where} too intricate to check (taints did not settle)", fn)
 
     def bind(self, name: str, k: _Kind) -> None:
+        new = self.taint.get(name, _CLEAN).alt(k)   # a name bound twice holds either value
         old = self.taint.get(name, _CLEAN)
-        taint = old.taint or k.taint
-        new = _Kind("S", taint, old.mixed or k.mixed, const=(old.const or k.const) and not taint)
         if new != old:
             self.taint[name] = new
             self.changed = True
@@ -438,18 +441,29 @@ class CuteFunction(_Function):
         if isinstance(node, ast.UnaryOp):
             return self.test(node.operand) if isinstance(node.op, ast.Not) else self.expr(node.operand)
         if isinstance(node, ast.BoolOp):
-            return self.join(self.test(v) for v in node.values)
+            k = _CLEAN
+            for v in node.values:
+                k = k.alt(self.test(v))
+            return k
         if isinstance(node, ast.Compare):
             return self.compare(node, [node.left, *node.comparators])
         if isinstance(node, ast.IfExp):
             self.test(node.test)
-            return self.join((self.expr(node.body), self.expr(node.orelse)))
+            return self.expr(node.body).alt(self.expr(node.orelse))
         if isinstance(node, (ast.Tuple, ast.List)):
             for e in node.elts:
                 if isinstance(e, ast.Starred):
                     raise _Reject(f"starred expression in {self.where}", e)
             return self.join(self.expr(e) for e in node.elts)
         if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.value.elts):
+                i = _const_value(node.slice, self.consts)   # (n, 2048)[1] is 2048
+                if isinstance(i, int) and not isinstance(i, bool) and -len(node.value.elts) <= i < len(node.value.elts):
+                    self.expr(node.value)
+                    return self.expr(node.value.elts[i])
+            folded = _const_kind(node, self.consts)
+            if folded is not None:
+                return _Kind("S", const=folded)
             k = self.expr(node.value)
             if self.expr(node.slice).mixed:   # an element takes the taint of its tensor, not of the index ...
                 raise _Reject(f"{_src(node)} in {self.where}: an index computed from tensor metadata with a constant "
@@ -536,7 +550,9 @@ class CuteFunction(_Function):
                               "block=..., stream=stream) from a @cute.jit function", node)
             if n not in KERNEL_BUILTINS:
                 self.name(f)   # the reason for a name that is not allowed at all
-            return self.select(node, n, self.args(node))
+            k = self.select(node, n, self.args(node))
+            folded = _const_kind(node, self.consts)     # int('2048'), len('x' * 2048)
+            return k if folded is None else _Kind("S", k.taint, k.mixed, const=folded)
         if not isinstance(f, ast.Attribute):
             raise _Reject(f"{self.where} calls the result of {_src(f)}: call functions and methods by name", node)
         leaf = self.module_attr(f)
@@ -574,8 +590,10 @@ class CuteFunction(_Function):
                 return self.compare(node, node.args)
             k = self.select(node, leaf, kinds)
             if leaf in FRESH_VALUES:   # new register values: not the shape they are made with (its metadata is)
-                fill = [*node.args[1:2], *(kw.value for kw in node.keywords if kw.arg == "fill_value")]
-                return self.join(self.expr(a) for a in fill) if leaf in FILLED else _CLEAN
+                return _CLEAN
+            if leaf in SIZE_ARITH and k.taint and (any(x.const for x in kinds)
+                                                   or any(_bad_constants(a, self.consts) for a in node.args)):
+                return _Kind("S", True, True)
             return k
         if f.attr == "launch":
             raise _Reject(f"{_src(f)}(...) used as a value in {self.where}: launch kernels as statements", node)
@@ -584,6 +602,8 @@ class CuteFunction(_Function):
                           "method", node)
         k = self.attribute(f)
         kinds = self.args(node)
+        if f.attr == "reduce":   # a reduction over a tensor can give its size (ones summed): metadata
+            return _Kind("S", True, self.join((k, *kinds)).mixed)
         if k.taint:   # a method of metadata (e.g. a shape tuple's) may not take a constant to match a shape against
             bad = [c for a in [*node.args, *(kw.value for kw in node.keywords)] for c in _bad_constants(a, self.consts)]
             if bad:

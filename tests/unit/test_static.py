@@ -344,6 +344,15 @@ SHAPE_CASES = {
     "tuple element": "    ks = (2048, 16384)\n    if x.shape[1] == ks[1]:\n        return x\n    return x\n",
     "folded through a local": "    k = 5376\n    d = x.shape[1] - k\n    if d == 0:\n        return x\n    return x\n",
     "min with a local": "    k = 4096\n    if min(x.shape[0], k) == k:\n        return x\n    return x\n",
+    # the same session's adversary pass (a helper): each passed the first version of the rule
+    "rebound after a shape": "    k = x.shape[0]\n    k = 16384\n    if x.shape[1] == k:\n        return x\n    return x\n",
+    "conditional": "    k = x.shape[0] if False else 16384\n    if x.shape[1] == k:\n        return x\n    return x\n",
+    "boolean operator": "    k = 0 * x.shape[0] or 16384\n    if x.shape[1] == k:\n        return x\n    return x\n",
+    "literal tuple element": "    if x.shape[1] == (x.shape[0], 16384)[1]:\n        return x\n    return x\n",
+    "int of a string": "    if x.shape[1] == int('16384'):\n        return x\n    return x\n",
+    "len of a string": "    if x.shape[1] == len('x' * 4096) * 4:\n        return x\n    return x\n",
+    "cdiv by a literal": "    q = K.cdiv(x.shape[1], 16384)\n    if q == 1:\n        return x\n    return x\n",
+    "scaled by a fraction": "    s = x.shape[1] * (1 / 16384)\n    if s == 1:\n        return x\n    return x\n",
 }
 
 
@@ -367,8 +376,12 @@ def test_shape_guards_that_are_allowed():
         "    lim = 2**31 - 1\n    if x.numel() >= lim:\n        raise ValueError('int32')\n    return x\n",
         "    b = BLOCK\n    if x.shape[0] > b:\n        raise ValueError('fit')\n    return x\n",
         "    for i in range(4):\n        if x.shape[0] > i:\n            return x\n    return x\n",
+        # constants read element by element: LIM's 1, a literal tuple's 1
+        "    lo, hi = LIM\n    if x.shape[0] == lo:\n        raise ValueError('one')\n    return x\n",
+        "    if x.shape[0] == (1, 16384)[0]:\n        raise ValueError('one')\n    return x\n",
     ]:
-        assert reason(host(body)) == "", (body, reason(host(body)))
+        src = host(body).replace("BLOCK = 128\n", "BLOCK = 128\nLIM = (1, 8)\n", 1)
+        assert reason(src) == "", (body, reason(src))
 
 
 def test_reasons_say_what_is_allowed():
@@ -390,3 +403,24 @@ def test_tunable_declaration_is_a_constant():
     assert "module-level value TUNABLE" in reason(OK.replace('TUNABLE = (("BLOCK", (64, 128, 256)),',
                                                              'TUNABLE = [("BLOCK", (64, 128, 256)),').replace(
         '("num_warps", (2, 4)))', '("num_warps", (2, 4))]'))
+
+
+# Known gaps of rule 4, found by the eighteenth session's adversary pass and not closed: each special-cases a shape
+# and passes. Rule 4 is a check on the source's form; what guarantees a kernel is the judge's correctness at every
+# shape it times, its odd and drawn shapes (docs/design.md, "Shape special-casing").
+KNOWN_GAPS = {
+    "loop index": "    for k in range(16384, 16385):\n        if x.shape[1] == k:\n            return x\n    return x\n",
+    "tuple variable": "    t = (x.shape[0], 16384)\n    if x.shape[1] == t[1]:\n        return x\n    return x\n",
+}
+
+
+@pytest.mark.parametrize("case", list(KNOWN_GAPS))
+@pytest.mark.xfail(strict=True, reason="known gap of rule 4 (docs/design.md)")
+def test_known_gaps_of_rule_4(case):
+    assert "special-casing shapes is not allowed" in reason(host(KNOWN_GAPS[case]))
+
+
+def test_triton_kernel_bodies_are_not_under_rule_4():
+    """By design: a @triton.jit kernel gets sizes as run-time values and may branch on them (bounds, alignment fast
+    paths); rule 4 holds in host code and CuTe bodies (docs/design.md)."""
+    assert reason(kernel("    if n == 16384:\n        m = m & (offs >= 0)")) == ""

@@ -101,9 +101,22 @@ def test_honest_variants_pass(src):
     (in_kernel("    k = 2048\n    j = n_vec - k\n    if j == 0:\n        pass"), "constant folded in"),
     (in_kernel("    k = 5376\n    w = cutlass.min(n_vec, k)"), "the constant k"),
     (in_kernel("    a = cute.full(gx.shape, n_vec, cutlass.Int32)\n    if a[0] == 2048:\n        pass"), "constant 2048"),
+    (in_kernel("    a = cute.full(gx.shape, 1, cutlass.Int32)\n    if a[0] == 2048:\n        pass"), "constant 2048"),
     (in_kernel("    if cute.size(cute.make_rmem_tensor(gx.shape, cutlass.Float32)) == 2048:\n        pass"),
      "constant 2048"),
     (in_kernel("    c = n_vec.bitcast(cutlass.Float32)\n    if c == 3.0:\n        pass"), "constant 3.0"),
+    # the same session's adversary pass (a helper): what the first version of the rule let through
+    (in_kernel("    k = n_vec\n    k = 2048\n    if n_vec == k:\n        pass"), "constant folded in"),
+    (in_kernel("    k = n_vec if False else 2048\n    if n_vec == k:\n        pass"), "constant folded in"),
+    (in_kernel("    if n_vec == (n_vec, 2048)[1]:\n        pass"), "holds a constant"),
+    (in_kernel("    if n_vec == int('2048'):\n        pass"), "constant 2048"),
+    (in_kernel("    q = cute.ceil_div(n_vec, 2048)\n    if q == 1:\n        pass"), "constant folded in"),
+    (in_kernel("    s = cute.crd2idx((0, 1), cute.make_fragment_like(cute.make_layout((n_vec, 2))))\n"
+               "    if s == 2048:\n        pass"), "constant 2048"),
+    (in_kernel("    a = cute.make_rmem_tensor(n_vec, cutlass.Int32)\n    a.fill(1)\n"
+               "    s = a.load().reduce(cute.ReductionOp.ADD, 0, 0)\n    if s == 2048:\n        pass"), "constant 2048"),
+    (in_kernel("    s = cute.full(gx.shape, 1, cutlass.Int32).reduce(cute.ReductionOp.ADD, 0, 0)\n"
+               "    if s == 2048:\n        pass"), "constant 2048"),
     (in_jit("    if cute.size(x, mode=[1]) == 16384:\n        pass"), "constant 16384"),
     (in_jit("    _gelu_kernel(gx, gout, cute.size(x), UNROLL, MATH).launch(grid=(1, 1, 1), block=(1, 1, 1))"),
      "shed"),
