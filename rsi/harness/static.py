@@ -337,7 +337,7 @@ def _arith(node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST, lk: _
     0, 1 or -1) or the halving // 2 (x[:, :F]); const where untainted and holding one."""
     taint, mixed = lk.taint or rk.taint, lk.mixed or rk.mixed
     if taint and isinstance(op, ast.Mult):   # scaling by a fraction maps a shape onto 1 (n * (1 / 16384) == 1)
-        mixed = mixed or any(isinstance(c, float) and c != int(c) for side in (left, right)
+        mixed = mixed or any(isinstance(c, float) and not c.is_integer() for side in (left, right)
                              for c in _bad_constants(side, consts) if isinstance(c, (int, float)))
     if taint and not isinstance(op, ast.Mult):
         for side, sk in ((left, lk), (right, rk)):
@@ -368,11 +368,7 @@ def _bad_constants(node: ast.AST, consts: dict[str, tuple[str, object]]) -> list
         except _NotConst:
             v = _NotConst
         if v is not _NotConst:
-            vals = v if isinstance(v, tuple) else (v,)
-            for x in vals:
-                if isinstance(x, (int, float)) and not isinstance(x, bool) \
-                        and x not in TRIVIAL_CONSTANTS and x not in INDEX_WIDTH_LIMITS:
-                    out.append(x)
+            out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if _holds_constant(x))
             return
         if isinstance(n, (ast.BinOp,)):
             walk(n.left)

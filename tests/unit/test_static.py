@@ -353,6 +353,9 @@ SHAPE_CASES = {
     "len of a string": "    if x.shape[1] == len('x' * 4096) * 4:\n        return x\n    return x\n",
     "cdiv by a literal": "    q = K.cdiv(x.shape[1], 16384)\n    if q == 1:\n        return x\n    return x\n",
     "scaled by a fraction": "    s = x.shape[1] * (1 / 16384)\n    if s == 1:\n        return x\n    return x\n",
+    # scaled by inf or NaN: the first version of the fraction test crashed the checker on these
+    "scaled by infinity": "    s = x.shape[1] * 1e400\n    if s == 0:\n        return x\n    return x\n",
+    "scaled by NaN": "    s = x.shape[1] * float('nan')\n    if s == 0:\n        return x\n    return x\n",
 }
 
 
