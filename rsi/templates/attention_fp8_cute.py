@@ -90,20 +90,11 @@ EXP2_C3 = 0.05286731570959091
 
 
 # ------------------------------------------------------------------------------------------ quantisation passes
-@cute.kernel
-def _amax_kernel(x: cute.Tensor, part: cute.Tensor):
-    """part[h, j] = max |x[r, h, :]| over rows r = j (mod 32), NaN where one of them is a NaN or +-Inf."""
+@cute.jit
+def _amax_store(acc: cute.Tensor, part: cute.Tensor, h, j):
+    """part[h, j] = the CTA's max of acc[0] plus its sum of acc[1] (the 128 threads' partials: warp shuffles, then
+    shared memory across the 4 warps), NaN where a thread saw a NaN or Inf."""
     tidx, _, _ = cute.arch.thread_idx()
-    j, h, _ = cute.arch.block_idx()
-    n_ctas, _, _ = cute.arch.grid_dim()
-    acc = cute.make_rmem_tensor((2,), cutlass.Float32)       # max |x|, sum of (|x| - |x|)
-    acc[0] = 0.0
-    acc[1] = 0.0
-    for r in cutlass.range(j, x.shape[0], n_ctas, unroll=4):
-        a = x[(r, h, tidx)].to(cutlass.Float32)
-        a = cute.arch.fmax(a, -a)
-        acc[0] = cute.arch.fmax(acc[0], a)
-        acc[1] = acc[1] + (a - a)
     for i in cutlass.range_constexpr(5):
         acc[0] = cute.arch.fmax(acc[0], cute.arch.shuffle_sync_bfly(acc[0], offset=16 >> i))
         acc[1] = acc[1] + cute.arch.shuffle_sync_bfly(acc[1], offset=16 >> i)
@@ -119,6 +110,23 @@ def _amax_kernel(x: cute.Tensor, part: cute.Tensor):
             acc[0] = cute.arch.fmax(acc[0], red[(0, w)])
             acc[1] = acc[1] + red[(1, w)]
         part[(h, j)] = acc[0] + acc[1]
+
+
+@cute.kernel
+def _amax_kernel(x: cute.Tensor, part: cute.Tensor):
+    """part[h, j] = max |x[r, h, :]| over rows r = j (mod 32), NaN where one of them is a NaN or +-Inf."""
+    tidx, _, _ = cute.arch.thread_idx()
+    j, h, _ = cute.arch.block_idx()
+    n_ctas, _, _ = cute.arch.grid_dim()
+    acc = cute.make_rmem_tensor((2,), cutlass.Float32)       # max |x|, sum of (|x| - |x|)
+    acc[0] = 0.0
+    acc[1] = 0.0
+    for r in cutlass.range(j, x.shape[0], n_ctas, unroll=4):
+        a = x[(r, h, tidx)].to(cutlass.Float32)
+        a = cute.arch.fmax(a, -a)
+        acc[0] = cute.arch.fmax(acc[0], a)
+        acc[1] = acc[1] + (a - a)
+    _amax_store(acc, part, h, j)
 
 
 @cute.jit
@@ -240,21 +248,7 @@ def _amax_vec_kernel(gx: cute.Tensor, part: cute.Tensor):
             e = cute.arch.fmax(a[i], -a[i])
             acc[0] = cute.arch.fmax(acc[0], e)
             acc[1] = acc[1] + (e - e)
-    for i in cutlass.range_constexpr(5):
-        acc[0] = cute.arch.fmax(acc[0], cute.arch.shuffle_sync_bfly(acc[0], offset=16 >> i))
-        acc[1] = acc[1] + cute.arch.shuffle_sync_bfly(acc[1], offset=16 >> i)
-    smem = cutlass.utils.SmemAllocator()
-    red = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, 4)), 16)
-    warp = tidx // 32
-    if tidx % 32 == 0:
-        red[(0, warp)] = acc[0]
-        red[(1, warp)] = acc[1]
-    cute.arch.sync_threads()
-    if tidx == 0:
-        for w in cutlass.range_constexpr(1, 4):
-            acc[0] = cute.arch.fmax(acc[0], red[(0, w)])
-            acc[1] = acc[1] + red[(1, w)]
-        part[(h, j)] = acc[0] + acc[1]
+    _amax_store(acc, part, h, j)
 
 
 @cute.jit
