@@ -62,8 +62,8 @@ C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K.c
     may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
     parameter of another CuTe function (it would shed its taint there). A local holding a constant counts as the
     constant, as in host code; a new register tensor (``FRESH_VALUES``) holds new values, not its shape argument's.
-    Known gap: an element store does not pass its value's taint to the tensor (tests/unit/test_static_cute.py,
-    a strict xfail).
+    Known gap: an element store does not pass its value's taint to the tensor (tests/adversarial/
+    test_shape_rule_gaps.py, a strict xfail, with the others found so far).
 """
 
 from __future__ import annotations

@@ -301,11 +301,3 @@ def test_attention_cheats_are_rejected(src, why):
     assert r, f"accepted: {why}"
     assert why in r, r
 
-
-@pytest.mark.xfail(strict=True, reason="known gap of rule C4 (eighteenth session): an element store does not pass its "
-                   "value's taint to the tensor, so a shape stored into a register tensor and read back is data; "
-                   "closing it needs value taint through stores, views and calls (docs/design.md)")
-def test_a_shape_laundered_through_a_register_tensor_is_rejected():
-    src = in_kernel("    a = cute.make_rmem_tensor((1,), cutlass.Int32)\n    a[0] = n_vec\n"
-                    "    if a[0] == 2048:\n        pass")
-    assert "special-casing shapes is not allowed" in reason(src)
