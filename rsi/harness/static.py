@@ -314,20 +314,18 @@ def _holds_constant(v: object) -> bool:
 
 
 def _const_value(node: ast.AST, consts: dict[str, tuple[str, object]]) -> object:
-    """node's folded value, or None where it does not fold."""
+    """node's folded value (rule 4's reading: _fold with reads), or _NotConst where it does not fold."""
     try:
         return _fold(node, consts, reads=True)
     except _NotConst:
-        return None
+        return _NotConst
 
 
 def _const_kind(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool | None:
     """Whether node, where it folds to a constant, holds one a shape may not be compared with (None: it does not
     fold). Kinds carry this as ``const`` through locals and arithmetic (_Kind)."""
-    try:
-        return _holds_constant(_fold(node, consts, reads=True))
-    except _NotConst:
-        return None
+    v = _const_value(node, consts)
+    return None if v is _NotConst else _holds_constant(v)
 
 
 def _arith(node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST, lk: _Kind, rk: _Kind,
@@ -1053,7 +1051,7 @@ class _Host(_Function):
                 for e, v in zip(t.elts, value.elts):
                     self.bind(e, self.expr(v), v)
                 return
-            folded = _const_value(value, self.consts) if value is not None else None
+            folded = _const_value(value, self.consts) if value is not None else _NotConst
             if isinstance(folded, tuple) and len(folded) == len(t.elts):   # lo, hi = LIM: each its own element
                 for e, v in zip(t.elts, folded):
                     self.bind(e, _Kind("T" if isinstance(v, tuple) else "S", const=_holds_constant(v)), None)
@@ -1226,14 +1224,11 @@ class _Host(_Function):
                               "the index-width limits or launch parameters)", node)
         for part, k in zip(parts, kinds):
             bad = _bad_constants(part, self.consts)
-            if bad:
-                raise _Reject(f"compares a shape-derived value with the constant {bad[0]} in {_src(node)}: "
-                              "special-casing shapes is not allowed (only 0, 1, -1, the index-width limits "
-                              "2**31 - 1, 2**31, 2**32, 2**63 - 1 and launch parameters may appear)", node)
-            if k.const:
-                raise _Reject(f"compares a shape-derived value with {_src(part)}, which holds a constant, in "
-                              f"{_src(node)}: special-casing shapes is not allowed (only 0, 1, -1, the index-width "
-                              "limits 2**31 - 1, 2**31, 2**32, 2**63 - 1 and launch parameters may appear)", node)
+            if bad or k.const:
+                what = f"the constant {bad[0]}" if bad else f"{_src(part)}, which holds a constant,"
+                raise _Reject(f"compares a shape-derived value with {what} in {_src(node)}: special-casing shapes "
+                              "is not allowed (only 0, 1, -1, the index-width limits 2**31 - 1, 2**31, 2**32, "
+                              "2**63 - 1 and launch parameters may appear)", node)
 
     def compare(self, node: ast.Compare) -> _Kind:
         parts = [node.left, *node.comparators]
