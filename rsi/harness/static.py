@@ -328,6 +328,15 @@ def _const_kind(node: ast.AST, consts: dict[str, tuple[str, object]]) -> bool | 
     return None if v is _NotConst else _holds_constant(v)
 
 
+def _tuple_element(node: ast.Subscript, consts: dict[str, tuple[str, object]]) -> ast.AST | None:
+    """The element a literal tuple indexed by a constant picks (``(n, 16384)[1]`` is ``16384``), else None."""
+    elts = node.value.elts if isinstance(node.value, ast.Tuple) else None
+    if elts is None or any(isinstance(e, ast.Starred) for e in elts):
+        return None
+    i = _const_value(node.slice, consts)
+    return elts[i] if isinstance(i, int) and not isinstance(i, bool) and -len(elts) <= i < len(elts) else None
+
+
 def _arith(node: ast.AST, left: ast.AST, op: ast.operator, right: ast.AST, lk: _Kind, rk: _Kind,
            consts: dict[str, tuple[str, object]]) -> _Kind:
     """The kind of ``left op right`` (scalars; host code and CuTe bodies): tainted if a side is; mixed if a side is,
@@ -1258,11 +1267,10 @@ class _Host(_Function):
         return k
 
     def subscript(self, node: ast.Subscript) -> _Kind:
-        if isinstance(node.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.value.elts):
-            i = _const_value(node.slice, self.consts)    # (x.shape[0], 16384)[1] is 16384
-            if isinstance(i, int) and not isinstance(i, bool) and -len(node.value.elts) <= i < len(node.value.elts):
-                self.expr(node.value)
-                return self.expr(node.value.elts[i])
+        elt = _tuple_element(node, self.consts)    # (x.shape[0], 16384)[1] is 16384
+        if elt is not None:
+            self.expr(node.value)
+            return self.expr(elt)
         folded = _const_kind(node, self.consts)
         if folded is not None:           # KS[0] of a module constant: its element, not the whole tuple's const
             self.expr(node.value)

@@ -77,7 +77,6 @@ from rsi.harness.static import (
     _chain,
     _check_attr_name,
     _const_kind,
-    _const_value,
     _dotted,
     _expression_reason,
     _Function,
@@ -88,6 +87,7 @@ from rsi.harness.static import (
     _Reject,
     _src,
     _statement_reason,
+    _tuple_element,
 )
 
 MODULES = ("cutlass", "cutlass.cute")
@@ -175,9 +175,8 @@ METADATA_MEMBERS = frozenset({"shape", "layout", "stride", "numel", "outer", "in
 CUTE_METADATA = frozenset({"size", "rank", "depth", "cosize", "shape", "product", "product_each", "grid_dim"})
 COMPARES = frozenset({"elem_less"})
 # functions making new register tensors: their values are not their shape argument's (the shape and layout are
-# metadata as ever: cute.size(t), t.shape); the filled ones take their fill value's kind
-# (make_rmem_tensor only: make_fragment_like of a layout is a layout, and the filled ones summed give their size,
-# as the eighteenth session's adversary pass showed; .reduce is metadata-derived for the same reason)
+# metadata as ever: cute.size(t), t.shape). make_rmem_tensor only: make_fragment_like of a layout is a layout, and
+# cute.full / ones_like summed give their size (the eighteenth session's adversary pass); .reduce counts as metadata
 FRESH_VALUES = frozenset({"make_rmem_tensor"})
 # size arithmetic: a literal folded in by them mixes a shape as +, - and // do (cute.ceil_div(n, 2048) == 1)
 SIZE_ARITH = frozenset({"ceil_div", "round_up"})
@@ -456,11 +455,10 @@ class CuteFunction(_Function):
                     raise _Reject(f"starred expression in {self.where}", e)
             return self.join(self.expr(e) for e in node.elts)
         if isinstance(node, ast.Subscript):
-            if isinstance(node.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.value.elts):
-                i = _const_value(node.slice, self.consts)   # (n, 2048)[1] is 2048
-                if isinstance(i, int) and not isinstance(i, bool) and -len(node.value.elts) <= i < len(node.value.elts):
-                    self.expr(node.value)
-                    return self.expr(node.value.elts[i])
+            elt = _tuple_element(node, self.consts)   # (n, 2048)[1] is 2048
+            if elt is not None:
+                self.expr(node.value)
+                return self.expr(elt)
             folded = _const_kind(node, self.consts)
             if folded is not None:
                 return _Kind("S", const=folded)
@@ -477,8 +475,7 @@ class CuteFunction(_Function):
     def join(kinds) -> _Kind:
         k = _CLEAN
         for x in kinds:
-            taint = k.taint or x.taint
-            k = _Kind("S", taint, k.mixed or x.mixed, const=(k.const or x.const) and not taint)
+            k = k.join(x)
         return k
 
     def name(self, node: ast.Name) -> _Kind:
