@@ -40,8 +40,11 @@ passes; the row and V^T passes divide by the head's scale through its reciprocal
 (``_quotient``: rsi/refs/fp8_quotient.py proves the same e4m3 byte as the IEEE quotient for every bf16 |x| <= amax,
 the scale lifted by 2^64 below 2^-64); the V^T pass goes through registers, not shared memory: thread (c, o) of 256
 loads dims 8 c .. 8 c + 7 of the 8 keys that vt's columns 8 o .. 8 o + 7 of a 128-key tile hold and stores each dim's
-8 columns as one 8-byte word (a warp's store: two 128-byte row pieces). QVEC 0: the passes above (dynamic layouts,
-one compile for every shape).
+8 columns as one 8-byte word (a warp's store: two 128-byte row pieces). QVEC 2: the same, the V^T pass's 8 loads a
+thread issued before its quotients. QVEC 0: the passes above (dynamic layouts, one compile for every shape). The
+vectorised passes index with 32-bit offsets: an input reaching 2**31 - 1 elements or more takes the scalar ones.
+EMU (0, 2, 3, 4): of every 8 score columns, EMU exponentiated by _exp2_fma on the FMA / ALU pipes instead of the
+MUFU (H200 probe 72: EMU 2 1.4% faster at h3_full, 3 and 4 slower).
 With two consumer warpgroups the producer keeps 40 registers a thread and the consumers take 232. The output is
 contiguous [S, H, 128]; offsets are 32-bit (S H 128 < 2**31 at every shape of the op group). DYNAMIC 0: the
 attention kernel compiles per shape (static layouts), 1: once per dtype / alignment pattern
@@ -51,11 +54,12 @@ Written in the seventeenth session from attention_cute (same structure; facts on
 from CUTLASS's ALayout_64x32 for 8-bit types, checked here against the DSL's tv_layout_A, and FA3's paper for the
 FP8 forward; no code copied). Config: BM (128: two consumer warpgroups), BN (key block, a multiple of 64: V^T's
 rows take the 128-byte swizzle where BN is a multiple of 128, else the 64-byte one), STAGES, PINGPONG, OVERLAP,
-DYNAMIC, QVEC.
+DYNAMIC, QVEC, EMU.
 H200 run 69 (its first GPU run): q8, k8 and vt equal to the reference's quantiser byte for byte at every probed
 shape, layout and special case, the scales equal in value; the judge accepted it (rel-L2 0.054 against the exact op where the reference
 has 0.047); at h3_full 1.443x SDPA cuDNN with PINGPONG 1 and 1.038x cuDNN's FP8 attention (inside the A/A band: not
-promoted); the quantisation passes take 3.74 ms of its 50.56 ms there (probe 69; docs/results.md).
+promoted); the quantisation passes take 3.74 ms of its 50.56 ms there (probe 69; docs/results.md). H200 run 71:
+BN 192 with QVEC 1 promoted (attention_fp8_cute-bd8d60a0d1db, 1.579x SDPA cuDNN at h3_full, 1.129x cuDNN FP8).
 """
 
 import cutlass
