@@ -1,26 +1,53 @@
 #!/usr/bin/env bash
-# H200 run 73 (prepared in the eighteenth session, not yet run): QVEC 2 and EMU 2 on the FP8 CuTe template. Three
-# calls to one warm machine:
-#   b: probe 73's smoke test (QVEC 2's bytes; launches with EMU 0 and 2), then, if it passed, its timing.
-#   c: the judged search of attention_fp8 with the CuTe template (seed 0, the real lock), one candidate: of probe
-#      73's q1_emu2, q2_emu0 and q2_emu2 the one with the lowest geometric mean of its time over the probe's buckets
-#      (--first: a sweep's config, not the search's); the promoted kernel bd8d60a0d1db is its incumbent.
-#   d: if c promoted a kernel: the H3 block with dense and FP8 attention, bf16 and e4m3 linears (runtime/bench_h200.py).
+# Device run 73 (nineteenth session; run 73's FP8 attention steps were prepared in the eighteenth): the FP8 attention
+# template's QVEC 2 and EMU 2, and the fused FP8 producers' new realizations (swiglu_fp8 TABLE, the eight-piece
+# modulate_fp8 / gate_residual_modulate_fp8 templates). The lent machine may be an H100 or an H200 (sm_90 both): the
+# judge's target is the local GPU's (rsi.targets.detect_local), and every record says which. Calls to one warm machine:
+#   a: stash the CuTe carry's part 1; the GPU tests of the fp8 producers (tests/unit/test_fp8_gpu.py: every bf16 gate
+#      through both TABLEs, the templates at a production shape and every special case); probe 73 producers (timing
+#      against the bf16 ops, outside the judge).
+#   b: probe 73's smoke test of the FP8 attention template (QVEC 2's bytes; EMU 0 and 2), then, if it passed, its
+#      timing.
+#   c: the judged search of attention_fp8 with the CuTe template (seed 0, the real lock): of probe 73's q1_emu2,
+#      q2_emu0 and q2_emu2 the one with the lowest geometric mean of its time over the probe's buckets (--first: a
+#      sweep's config, not the search's).
+#   d OP [OP...]: the judged search of each producer op group with the template and config probe 73 producers timed
+#      fastest among the bitwise variants (geometric mean over its buckets; --first, a sweep's config).
+#   e: if c promoted a kernel: the H3 block with dense and FP8 attention, bf16 and e4m3 linears (runtime/bench_h200.py).
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
-#   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run73.sh a
-#   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh b
-#   calls 3, 4 at once, carry [".tools"]:                            RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh c|d
-STEP=${1:?usage: run73.sh a|b|c|d}
+#   call 1, carry [".whl", ".cute/part1"]:                        RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh a
+#   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]: RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh b
+#   later calls at once, carry [".tools"]:                        RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh c|d OP..|e
+STEP=${1:?usage: run73.sh a|b|c|d OP..|e}
+shift
 . reports/h200/lib.sh
-if [ "$STEP" = a ]; then
-  stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
-fi
 setup_run run73
-python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
+if [ "$STEP" = a ]; then
+  stash_cute_part1 && install_whl .whl && echo "part1 ok" || exit 1
+else
+  python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
+fi
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
 [ -d "$R/verified_kernels_after" ] && cp -r "$R/verified_kernels_after/." verified_kernels/
 [ -e "$R/rsi.db" ] && mkdir -p .rsi && cp "$R/rsi.db" .rsi/rsi.db
-if [ "$STEP" = b ]; then
+T=$(python3 -c "from rsi.targets import detect_local; t = detect_local(); print(t.name if t else 'none')")
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/gpu_$STEP.txt"
+echo "target $T: $(tail -1 "$R/gpu_$STEP.txt")"
+judge() {  # name, cap, rsi search arguments...
+  local name=$1 cap=$2; shift 2
+  echo "python3 -m rsi search $* --gpu $T --seed 0 --budget 1,3m" >> "$R/commands.txt"
+  run "$name" "$cap" python3 -m rsi search "$@" --gpu "$T" --seed 0 --budget 1,3m --summary-out "$R/$name.json"
+  cp .rsi/rsi.db "$R/rsi.db"
+  rm -rf "$R/verified_kernels_after" && cp -r verified_kernels "$R/verified_kernels_after"
+}
+if [ "$STEP" = a ]; then
+  echo "python3 -m pytest tests/unit/test_fp8_gpu.py -k 'producer or swiglu' -v -p no:xdist -p no:cacheprovider" \
+    "-o addopts=''" >> "$R/commands.txt"
+  run gputests 200 python3 -m pytest tests/unit/test_fp8_gpu.py -k "producer or swiglu" -v -p no:xdist \
+    -p no:cacheprovider -o addopts=""
+  echo "python3 reports/h200/probe73_producers.py $R/probe73_producers.json 15" >> "$R/commands.txt"
+  run producers 300 python3 reports/h200/probe73_producers.py "$R/probe73_producers.json" 15
+elif [ "$STEP" = b ]; then
   if run smoke 240 python3 reports/h200/probe73.py "$R/probe73_smoke.json" --smoke; then
     run timing 240 python3 reports/h200/probe73.py "$R/probe73.json" 10 --timing
   fi
@@ -33,12 +60,20 @@ t = json.load(open('$R/probe73.json'))['timing']
 g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in t) / len(t)) for n in ('q1_emu2', 'q2_emu0', 'q2_emu2')}
 n = min(g, key=g.get)
 print(','.join(f'{k}={v}' for k, v in CONFIGS[n].items() if v != HEUR[k]))")
-  echo "python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0 --first $FIRST" \
-    "--budget 1,3m" >> "$R/commands.txt"
-  run search 560 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0 \
-    --first "$FIRST" --budget 1,3m --summary-out "$R/search.json"
-  cp .rsi/rsi.db "$R/rsi.db"
-  cp -r verified_kernels "$R/verified_kernels_after"
+  judge search 560 --op-group attention_fp8 --template attention_fp8_cute --first "$FIRST"
+elif [ "$STEP" = d ]; then
+  for OP in "$@"; do
+    read -r TPL FIRST < <(python3 -c "
+import json, math
+res = json.load(open('$R/probe73_producers.json'))
+rows = [r for r in res['rows'] if r['op'] == '$OP']
+names = [n for n in res['variants']['$OP'] if all(r['bitwise'].get(n) is True for r in rows)]
+g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows)) for n in names}
+n = min(g, key=g.get)
+tpl = '$OP' + ('_warp' if n.startswith('warp') else '')
+print(tpl, ','.join(f'{k}={v}' for k, v in res['variants']['$OP'][n].items()))")
+    judge "search_$OP" 290 --op-group "$OP" --template "$TPL" --first "$FIRST"
+  done
 elif ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then
   echo "python3 -m runtime.bench_h200 --out $R/bench_block.json --blocks 2 --skip-request --block-reps 5" \
     "--attention dense fp8 --precision bf16 fp8" >> "$R/commands.txt"

@@ -40,6 +40,12 @@ LIFT = tl.constexpr(2.0**64)
 NEAR_ULPS = tl.constexpr(16.0)           # fp32 ulps (plus |g|) from a bf16 midpoint that send an element to fp64
 SAFE_G = tl.constexpr(32.0)              # |g| at or above it (and NaN, Inf) -> fp64 (run 35: 52.6 ulps in [32, 64))
 TINY_G = tl.constexpr(2.0**-60)          # |g| below it -> fp64 (no subnormal fp32 temporaries on the fast path)
+TAB_E0 = tl.constexpr(119)               # TABLE 1: biased bf16 exponents 119..134 (-8..7) are tabulated,
+TAB_NE = tl.constexpr(16)                # 16 binades of 128 mantissas a sign
+NEG_ZERO_BITS = tl.constexpr(0x8000)     # bf16 -0
+NAN16_BITS = tl.constexpr(0x7FC0)        # a bf16 NaN
+TAB_SIZES = (0, 4096, 65536)             # entries of the table a TABLE value builds (2 signs x 16 x 128; every bf16)
+TAB_BLOCK = 1024                         # table entries a program of the table kernel writes
 
 
 @triton.jit
@@ -76,14 +82,49 @@ def _silu_c(g):
 
 
 @triton.jit
-def _piece(x_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr, EVICT: tl.constexpr):
+def _silu_table_kernel(t_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
+    """The silu_c table of TABLE 1 (entry sign * 2048 + (exponent - 119) * 128 + mantissa) or 2 (entry = bits)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if TABLE == 1:
+        bits = ((i >> 11) << 15) | (((i >> 7) & (TAB_NE - 1)) + TAB_E0) << 7 | (i & 0x7F)
+    else:
+        bits = i
+    g = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    tl.store(t_ptr + i, _silu_c(g).to(tl.bfloat16))
+
+
+@triton.jit
+def _silu_lookup(g, t_ptr, TABLE: tl.constexpr):
+    """silu_c of bf16 g [ROWS, BLOCK] from the table at t_ptr, as fp32 (module docstring)."""
+    bits = g.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    if TABLE == 2:
+        return tl.load(t_ptr + bits, eviction_policy="evict_last").to(tl.float32)
+    ROWS: tl.constexpr = g.shape[0]
+    BLOCK: tl.constexpr = g.shape[1]
+    e = (bits >> 7) & 0xFF
+    inside = (e >= TAB_E0) & (e < TAB_E0 + TAB_NE)
+    at = tl.where(inside, ((bits >> 15) << 11) | ((e - TAB_E0) << 7) | (bits & 0x7F), 0)
+    tab = tl.load(t_ptr + tl.arange(0, 2 * TAB_NE * 128), eviction_policy="evict_last").to(tl.int16, bitcast=True)
+    s = tl.reshape(tl.gather(tab, tl.reshape(at, (ROWS * BLOCK,)), 0), (ROWS, BLOCK)).to(tl.int32) & 0xFFFF
+    half = (g.to(tl.float32) * 0.5).to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    big = tl.where(bits < 0x8000, bits, tl.where(e < 0xFF, NEG_ZERO_BITS, NAN16_BITS))
+    out = tl.where(inside, s, tl.where(e < TAB_E0, half, big))
+    return out.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr,
+           EVICT: tl.constexpr, TABLE: tl.constexpr):
     """h (bf16) of columns [OFF, OFF + BLOCK) of ROWS rows, and their largest |h| bit pattern per row."""
     cols = OFF + tl.arange(0, BLOCK)
     m = rmask[:, None] & (cols[None, :] < n_cols)
     ptrs = x_ptr + rows64[:, None] * stride_x + cols[None, :]
     g = tl.load(ptrs, mask=m, other=0.0, eviction_policy=EVICT)
     u = tl.load(ptrs + n_cols, mask=m, other=0.0, eviction_policy=EVICT)
-    s = _silu_c(g)
+    if TABLE:
+        s = _silu_lookup(g, t_ptr, TABLE)
+    else:
+        s = _silu_c(g)
     h = (s * u.to(tl.float32)).to(tl.bfloat16)
     return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 1)
 
@@ -144,18 +185,18 @@ def _put_fast(q_ptr, h, scale, bad, row64, n_cols, OFF: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def _swiglu_fp8_kernel(x_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
+def _swiglu_fp8_kernel(x_ptr, t_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, ROWS: tl.constexpr, EVICT: tl.constexpr,
-                       QUOT: tl.constexpr):
+                       QUOT: tl.constexpr, TABLE: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < n_rows
     rows64 = rows.to(tl.int64)
-    ha, abits = _piece(x_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, EVICT)
+    ha, abits = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, EVICT, TABLE)
     if BLOCK_B > 0:
-        hb, bb = _piece(x_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A, BLOCK_B, EVICT)
+        hb, bb = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A, BLOCK_B, EVICT, TABLE)
         abits = tl.maximum(abits, bb)
     if BLOCK_C > 0:
-        hc, bc = _piece(x_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A + BLOCK_B, BLOCK_C, EVICT)
+        hc, bc = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A + BLOCK_B, BLOCK_C, EVICT, TABLE)
         abits = tl.maximum(abits, bc)
     scale, bad = _row_scale(abits)
     _put(q_ptr, ha, scale, bad, rows64, rmask, n_cols, 0, BLOCK_A, QUOT)
@@ -188,7 +229,7 @@ def _swiglu_fp8_fast_kernel(x_ptr, q_ptr, s_ptr, n_cols, stride_x, BLOCK_A: tl.c
 
 
 def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT="", FAST=0, SUB=16, MAXN=16,
-           QUOT=0):
+           QUOT=0, TABLE=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
     if n_cols > BLOCK_A + BLOCK_B + BLOCK_C:
@@ -203,7 +244,12 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
                                                BLOCK_C=BLOCK_C, SUB=SUB, MAXN=MAXN, EVICT=EVICT, QUOT=QUOT,
                                                num_warps=num_warps)
         return h8, h_scale
-    _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, h8, h_scale, n_rows, n_cols, x.stride(0),
+    if TABLE and FAST:
+        raise ValueError("TABLE looks silu up instead of FAST's fp32 evaluation: one of them")
+    table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
+    if TABLE and n_rows > 0:
+        _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK, num_warps=4)
+    _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
-                                                     EVICT=EVICT, QUOT=QUOT, num_warps=num_warps)
+                                                     EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, num_warps=num_warps)
     return h8, h_scale

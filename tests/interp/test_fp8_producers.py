@@ -122,6 +122,8 @@ VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("gate_residual_modulate_fp8", {"QUOT": 0, "ROWS": 2, "num_warps": 4}),
     ("swiglu_fp8", {"FAST": 0, "QUOT": 0}),
     ("swiglu_fp8", {"FAST": 1, "QUOT": 0, "SUB": 32, "MAXN": 8, "ROWS": 1}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 1, "ROWS": 2}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1}),
 ]
 
 
@@ -143,6 +145,76 @@ def test_heuristic_template_bitwise(op, change):
         inputs = sc.apply(g.make_inputs(g.interp_shapes[-1], 6, "cpu"), ())
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
         assert not why, (sc.name, why)
+
+
+WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
+
+
+@pytest.mark.parametrize("op", WARP)
+@pytest.mark.parametrize("quot", [1, 0])
+def test_warp_template_bitwise(op, quot):
+    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (one warp a row) and QUOT 0: every
+    interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
+    g = get_op_group(op)
+    space = load_space(op).select(f"{op}_warp")
+    tpl = _module(template_source(space.template), f"tpl_{op}_warp_{quot}")
+    cfg = {**space.heuristic(), "QUOT": quot}
+    for where, inputs in _every_layout_and_case(g):
+        why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
+        assert not why, (where, why)
+
+
+_SUM_KERNEL = """
+
+
+@triton.jit
+def sum_kernel(x_ptr, o_ptr, n_cols, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    x0 = tl.load(x_ptr + row + tl.arange(0, PIECE), mask=tl.arange(0, PIECE) < n_cols, other=0.0)
+    x1 = tl.load(x_ptr + row + PIECE + tl.arange(0, PIECE), mask=PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x2 = tl.load(x_ptr + row + 2 * PIECE + tl.arange(0, PIECE), mask=2 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x3 = tl.load(x_ptr + row + 3 * PIECE + tl.arange(0, PIECE), mask=3 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x4 = tl.load(x_ptr + row + 4 * PIECE + tl.arange(0, PIECE), mask=4 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x5 = tl.load(x_ptr + row + 5 * PIECE + tl.arange(0, PIECE), mask=5 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x6 = tl.load(x_ptr + row + 6 * PIECE + tl.arange(0, PIECE), mask=6 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x7 = tl.load(x_ptr + row + 7 * PIECE + tl.arange(0, PIECE), mask=7 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP))
+
+
+def sum_squares(x):
+    n_rows, n_cols = x.shape
+    piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
+    out = K.empty((n_rows,), dtype=K.float32, device=x.device)
+    sum_kernel[(n_rows,)](x, out, n_cols, PIECE=piece, LOG=LOG2_MAX,
+                          NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1))
+    return out
+"""
+
+
+@pytest.mark.parametrize("op", WARP)
+def test_warp_template_sum_is_the_canonical_tree(op):
+    """The eight-piece tree (``_sum_squares``) is the reference's ``tree_sum`` bit for bit on rows of squares spread
+    over 2**-40 to 2**16 (H3's 5376 columns and odd widths); pairing pieces 0 and 2 first instead of 0 and 4 is not,
+    on a row made for it (three squares whose sum rounds differently in the two orders). Random bytes in a kernel's output would rarely show a wrong order (a last-bit
+    change of the sum seldom moves a bf16 h), so the sum is checked on its own."""
+    gen = torch.Generator().manual_seed(3)
+    src = template_source(f"{op}_warp")
+    for cols in (5376, 1000, 4096 + 1, 8192):
+        mant = torch.rand(6, cols, generator=gen) + 1
+        x = (mant * 2.0 ** torch.randint(-20, 8, (6, cols), generator=gen)).to(torch.bfloat16)
+        want = modulate_fp8.tree_sum(x.float() * x.float())
+        got = _module(src + _SUM_KERNEL, f"tpl_{op}_sum").sum_squares(x)
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), cols
+    old = "    a = _sq(x0) + _sq(x4)"
+    assert src.count(old) == 1
+    swapped = src.replace(old, "    a = _sq(x0) + _sq(x2)").replace("        a = a + (_sq(x2) + _sq(x6))",
+                                                                "        a = a + (_sq(x4) + _sq(x6))")
+    swapped = swapped.replace("        a = a + _sq(x2)\n", "        a = a + _sq(x4)\n")
+    x = torch.zeros(1, 5376, dtype=torch.bfloat16)       # squares 1, 2**-24, 2.25 * 2**-24 at pieces 0, 2, 4:
+    x[0, 0], x[0, 2048], x[0, 4096] = 1.0, 2.0**-12, 1.5 * 2.0**-12   # (1 + p4) + p2 = 1 + 2**-22, (1 + p2) + p4 = 1 + 2**-23
+    assert modulate_fp8.tree_sum(x.float() * x.float()).item() == 1 + 2.0**-22
+    got = _module(swapped + _SUM_KERNEL, f"tpl_{op}_sum_swapped").sum_squares(x)
+    assert not torch.equal(got.view(torch.int32), modulate_fp8.tree_sum(x.float() * x.float()).view(torch.int32))
 
 
 def every_bf16_gate(device="cpu") -> torch.Tensor:
@@ -172,6 +244,64 @@ def test_swiglu_fast_every_bf16_gate(change):
     assert src.count(old) == 1
     broken = _module(src.replace(old, "        s = sf.to(tl.bfloat16).to(tl.float32)\n"), "tpl_swiglu_no_redo")
     assert _bitwise(broken.launch(x, **{**cfg, "MAXN": 16}), g.reference(x)).startswith("output 0: not bitwise")
+
+
+_LOOKUP_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def lookup_kernel(g_ptr, t_ptr, o_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    g = tl.load(g_ptr + i[None, :])
+    tl.store(o_ptr + i[None, :], _silu_lookup(g, t_ptr, TABLE).to(tl.bfloat16))
+
+
+def lookup(g, TABLE):
+    table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=g.device)
+    _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK)
+    out = K.empty_like(g)
+    lookup_kernel[(g.numel() // 4096,)](g, table, out, TABLE=TABLE, BLOCK=4096)
+    return out
+"""
+
+
+def _lookup_module(src: str, name: str):
+    """The template with a kernel that writes _silu_lookup's value for each gate (no product, no quantiser)."""
+    return _module(src + _LOOKUP_KERNEL, name)
+
+
+def _silu_bits_differ(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Where two bf16 tensors differ in their bits, NaN matching any NaN."""
+    return (got.view(torch.int16) != want.view(torch.int16)) & ~(got.isnan() & want.isnan())
+
+
+@pytest.mark.parametrize("table", [1, 2])
+def test_swiglu_table_every_bf16_pattern(table):
+    """TABLE's lookup gives silu_c's bits at all 65,536 bf16 bit patterns (NaN for NaN), the compact table's closed
+    forms outside exponents -8..7 included; with the compact table's range one binade narrower it does not."""
+    allg = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    want = swiglu_fp8.silu_c(allg)
+    src = template_source("swiglu_fp8")
+    got = _lookup_module(src, f"tpl_swiglu_lookup{table}").lookup(allg, table)
+    assert not _silu_bits_differ(got, want).any()
+    if table == 1:   # the tabulated binades start one higher: exponent -8 takes the g / 2 form, which is wrong there
+        old = "TAB_E0 = tl.constexpr(119)"
+        assert src.count(old) == 1
+        narrow = _lookup_module(src.replace(old, "TAB_E0 = tl.constexpr(120)"), "tpl_swiglu_lookup_narrow")
+        assert _silu_bits_differ(narrow.lookup(allg, table), want).any()
+
+
+def test_swiglu_table_every_bf16_gate():
+    """The whole TABLE kernels (lookup, product, quantiser) on every finite bf16 gate and the g <= -89 row, bitwise
+    against the reference."""
+    g = get_op_group("swiglu_fp8")
+    src = template_source("swiglu_fp8")
+    x = every_bf16_gate()
+    for table in (1, 2):
+        cfg = {**load_space("swiglu_fp8").heuristic(), "FAST": 0, "TABLE": table}
+        assert not _bitwise(_module(src, f"tpl_swiglu_table{table}").launch(x, **cfg), g.reference(x))
 
 
 def one_gate_rows(gates: torch.Tensor) -> torch.Tensor:
@@ -269,6 +399,6 @@ def test_one_rounding_off_rejected(op, old, new):
         x.copy_(vals.view(x.shape[2], x.shape[3])[None, None])
         x[:, :, 0, 0] = 6.125
     cfg = {**load_space(op).heuristic(), **({"QUOT": 0} if "div_rn(hf" in old else {}),
-           **({"FAST": 0} if "g64" in old else {}), **({"FAST": 1, "ROWS": 1} if "near" in old else {})}
+           **({"FAST": 0} if "g64" in old else {}), **({"FAST": 1, "ROWS": 1} if "near" in old else {}),}
     why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
     assert why.startswith("output 0: not bitwise equal"), why

@@ -47,7 +47,8 @@ def compile_(fn, types, const, **options):
         raise
     ptx = k.asm["ptx"]
     pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
-            r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d")
+            r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d",
+            r"ld\.shared", r"bar\.sync")
     return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared,
             "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
@@ -89,9 +90,23 @@ out["gate_residual_modulate_fp8_quot"] = compile_(m._gate_residual_modulate_fp8_
                                                   num_warps=cfg["num_warps"], enable_fp_fusion=False)
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
-const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT")}
-out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}, const,
-                             num_warps=cfg["num_warps"])
+const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT", "TABLE")}
+sw_types = {"x_ptr": "*bf16", "t_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
+out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, sw_types, {**const, "TABLE": 0}, num_warps=cfg["num_warps"])
+for table, rows, warps in ((1, 2, 16), (2, 1, 16)):
+    out[f"swiglu_fp8_table{table}"] = compile_(m._swiglu_fp8_kernel, sw_types,
+                                               {**const, "TABLE": table, "ROWS": rows}, num_warps=warps)
+out["swiglu_fp8_table_build"] = compile_(m._silu_table_kernel, {"t_ptr": "*bf16"}, {"TABLE": 1, "BLOCK": 1024},
+                                         num_warps=4)
+for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
+                 ("gate_residual_modulate_fp8_warp", "_gate_residual_modulate_fp8_warp_kernel")):
+    m = load(op)
+    wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
+              "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0}
+    fn = getattr(m, kern)
+    wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
+    out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
+    out[op + "_quot"] = compile_(fn, types, {**wconst, "QUOT": 1}, num_warps=1, enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -163,3 +178,15 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         assert r[name]["div_rn_f32"] <= most, (name, r[name]["div_rn_f32"])
     assert r["head_merge_fp8"]["div_rn_f32"] >= 16, r["head_merge_fp8"]["div_rn_f32"]
     assert "div.rn.f64" in r["swiglu_fp8_fast"]["ops"] and "div.full.f32" in r["swiglu_fp8_fast"]["ops"]
+    # TABLE: no fp64 silu per element in the row kernel (the table kernel has it); TABLE 1 gathers from shared memory
+    for name in ("swiglu_fp8_table1", "swiglu_fp8_table2"):
+        assert "div.rn.f64" not in r[name]["ops"] and "cvt.rn.satfinite.e4m3x2.f32" in r[name]["ops"], r[name]
+    assert "ld.shared" in r["swiglu_fp8_table1"]["ops"] and "div.rn.f64" in r["swiglu_fp8_table_build"]["ops"]
+    # the eight-piece templates at one warp: the canonical tree in registers and lane shuffles (no shared memory, no
+    # barrier), no fma (QUOT 0; QUOT 1's are explicit), the IEEE square root and quotients
+    for name in ("modulate_fp8_warp", "gate_residual_modulate_fp8_warp"):
+        ops = r[name]["ops"]
+        assert r[name]["shared"] == 0 and "bar.sync" not in ops and "ld.shared" not in ops, (name, r[name])
+        assert {"sqrt.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(ops), (name, ops)
+        assert "fma.rn.f32" not in ops and "fma.rn.f32" in r[name + "_quot"]["ops"], name
+        assert "div.full.f32" not in ops and not any(o.startswith("rsqrt") for o in ops), (name, ops)

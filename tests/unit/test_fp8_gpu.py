@@ -1,5 +1,5 @@
-"""The fp8 op groups on a GPU (skipped without CUDA; H200 runs 33 and 36): the producers' heuristic templates, with
-QUOT 0 and 1, give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8
+"""The fp8 op groups on a GPU (skipped without CUDA; H200 runs 33 and 36): the producers' heuristic templates (and
+the eight-piece ones of modulate_fp8 and gate_residual_modulate_fp8), with QUOT 0 and 1, give the reference's bytes and scales at a production shape and under every special case, swiglu_fp8
 for every bf16 gate value (bytes, and each gate's silu through its row scale), and fp8_linear's heuristic template
 and the _scaled_mm incumbent pass the approximate class at an H3 shape, and so does fp8_gemm's Triton TMA template
 (device-side descriptors, whose scratch rsi.kernel provides) at every layout of a production and an odd shape."""
@@ -33,12 +33,15 @@ def _same_bytes(outs, refs) -> bool:
     return all(check.bitwise_equal(o, r) for o, r in zip(check.as_tuple(outs), check.as_tuple(refs)))
 
 
-@pytest.mark.parametrize("op", ["modulate_fp8", "gate_residual_modulate_fp8", "swiglu_fp8", "head_merge_fp8"])
+@pytest.mark.parametrize("op,template", [("modulate_fp8", None), ("gate_residual_modulate_fp8", None),
+                                         ("swiglu_fp8", None), ("head_merge_fp8", None),
+                                         ("modulate_fp8", "modulate_fp8_warp"),
+                                         ("gate_residual_modulate_fp8", "gate_residual_modulate_fp8_warp")])
 @pytest.mark.parametrize("quot", [0, 1])
-def test_producer_bitwise_on_cuda(op, quot, tmp_path):
+def test_producer_bitwise_on_cuda(op, template, quot, tmp_path):
     g = get_op_group(op)
-    tpl = _template(op, tmp_path)
-    space = load_space(op)
+    tpl = _template(op, tmp_path, template)
+    space = load_space(op).select(template) if template else load_space(op)
     cfg = {**space.heuristic(), **({"QUOT": quot} if "QUOT" in space.axes else {})}
     for seed in (0, 1):
         inputs = g.make_inputs(g.shapes[0], seed, "cuda")
@@ -62,14 +65,15 @@ def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
     tpl = _template("swiglu_fp8", tmp_path)
     x = every_bf16_gate("cuda")
     ref = g.reference(x)
-    for change in ({"FAST": 1, "ROWS": 1}, {"FAST": 0}, {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1}):
+    for change in ({"FAST": 1, "ROWS": 1}, {"FAST": 0}, {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1},
+                   {"FAST": 0, "TABLE": 1}, {"FAST": 0, "TABLE": 2}):
         assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
 
 
 def test_swiglu_fp8_every_bf16_gate_scale_on_cuda(tmp_path):
     """Every finite bf16 gate in its own row (tests/interp's one_gate_rows): the row's scale is |silu_c(g)| / 448
     exactly, so any silu bit that differs from the reference's shows, not only those e4m3 rounding keeps. FAST (small
-    and production tiles) and FAST 0."""
+    and production tiles), FAST 0 and both TABLEs."""
     from tests.interp.test_fp8_producers import FAST_SMALL, one_gate_rows
 
     g = get_op_group("swiglu_fp8")
@@ -78,8 +82,21 @@ def test_swiglu_fp8_every_bf16_gate_scale_on_cuda(tmp_path):
     x = one_gate_rows(gates[torch.isfinite(gates)])
     ref = g.reference(x)
     heur = load_space("swiglu_fp8").heuristic()
-    for cfg in (FAST_SMALL, {**heur, "FAST": 1, "ROWS": 1, "num_warps": 16}, heur):
+    for cfg in (FAST_SMALL, {**heur, "FAST": 1, "ROWS": 1, "num_warps": 16}, heur, {**heur, "FAST": 0, "TABLE": 1},
+                {**heur, "FAST": 0, "TABLE": 2}):
         assert _same_bytes(tpl.launch(x, **cfg), ref), cfg
+
+
+@pytest.mark.parametrize("table", [1, 2])
+def test_swiglu_fp8_table_every_bf16_pattern_on_cuda(table):
+    """TABLE's table built on the GPU (fp64 exp from libdevice) and its lookup give silu_c's bits at all 65,536 bf16
+    bit patterns, as under the interpreter (tests/interp/test_fp8_producers.py)."""
+    from rsi.refs.swiglu_fp8 import silu_c
+    from tests.interp.test_fp8_producers import _lookup_module, _silu_bits_differ
+
+    allg = torch.arange(0, 1 << 16, dtype=torch.int32, device="cuda").to(torch.int16).view(torch.bfloat16)
+    got = _lookup_module(template_source("swiglu_fp8"), f"tpl_swiglu_lookup_cuda{table}").lookup(allg, table)
+    assert not _silu_bits_differ(got, silu_c(allg)).any()
 
 
 def test_fp8_linear_on_cuda(tmp_path):
