@@ -7,12 +7,13 @@
 #      through both TABLEs, the templates at a production shape and every special case); probe 73 producers (timing
 #      against the bf16 ops, outside the judge).
 #   b: probe 73's smoke test of the FP8 attention template (QVEC 2's bytes; EMU 0 and 2), then, if it passed, its
-#      timing.
+#      timing, then step c in the same call (the machine's starts were scarce this session).
 #   c: the judged search of attention_fp8 with the CuTe template (seed 0, the real lock): of probe 73's q1_emu2,
 #      q2_emu0 and q2_emu2 the one with the lowest geometric mean of its time over the probe's buckets (--first: a
 #      sweep's config, not the search's).
 #   d OP [OP...]: the judged search of each producer op group with the template and config probe 73 producers timed
-#      fastest among the bitwise variants (geometric mean over its buckets; --first, a sweep's config).
+#      fastest among the bitwise variants (geometric mean over its buckets; --first, a sweep's config; --reps 10,
+#      as run 33's producer searches).
 #   e: if c promoted a kernel: the H3 block with dense and FP8 attention, bf16 and e4m3 linears (runtime/bench_h200.py).
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
 #   call 1, carry [".whl", ".cute/part1"]:                        RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh a
@@ -28,6 +29,9 @@ else
   python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
 fi
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+for f in probe73.json probe73_producers.json; do   # a cold machine: the copy committed from an earlier call
+  [ -e "$R/$f" ] || [ ! -e "reports/h200/run73/$f" ] || cp "reports/h200/run73/$f" "$R/$f"
+done
 [ -d "$R/verified_kernels_after" ] && cp -r "$R/verified_kernels_after/." verified_kernels/
 [ -e "$R/rsi.db" ] && mkdir -p .rsi && cp "$R/rsi.db" .rsi/rsi.db
 T=$(python3 -c "from rsi.targets import detect_local; t = detect_local(); print(t.name if t else 'none')")
@@ -43,15 +47,16 @@ judge() {  # name, cap, rsi search arguments...
 if [ "$STEP" = a ]; then
   echo "python3 -m pytest tests/unit/test_fp8_gpu.py -k 'producer or swiglu' -v -p no:xdist -p no:cacheprovider" \
     "-o addopts=''" >> "$R/commands.txt"
-  run gputests 200 python3 -m pytest tests/unit/test_fp8_gpu.py -k "producer or swiglu" -v -p no:xdist \
+  run gputests 150 python3 -m pytest tests/unit/test_fp8_gpu.py -k "producer or swiglu" -v -p no:xdist \
     -p no:cacheprovider -o addopts=""
   echo "python3 reports/h200/probe73_producers.py $R/probe73_producers.json 15" >> "$R/commands.txt"
-  run producers 300 python3 reports/h200/probe73_producers.py "$R/probe73_producers.json" 15
-elif [ "$STEP" = b ]; then
-  if run smoke 240 python3 reports/h200/probe73.py "$R/probe73_smoke.json" --smoke; then
-    run timing 240 python3 reports/h200/probe73.py "$R/probe73.json" 10 --timing
-  fi
-elif [ "$STEP" = c ]; then
+  run producers 240 python3 reports/h200/probe73_producers.py "$R/probe73_producers.json" 15
+fi
+if [ "$STEP" = b ]; then
+  run smoke 150 python3 reports/h200/probe73.py "$R/probe73_smoke.json" --smoke &&
+    run timing 180 python3 reports/h200/probe73.py "$R/probe73.json" 10 --timing && STEP=c
+fi
+if [ "$STEP" = c ]; then
   FIRST=$(python3 -c "
 import json, math, sys
 sys.path.insert(0, 'reports/h200')
@@ -60,7 +65,7 @@ t = json.load(open('$R/probe73.json'))['timing']
 g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in t) / len(t)) for n in ('q1_emu2', 'q2_emu0', 'q2_emu2')}
 n = min(g, key=g.get)
 print(','.join(f'{k}={v}' for k, v in CONFIGS[n].items() if v != HEUR[k]))")
-  judge search 560 --op-group attention_fp8 --template attention_fp8_cute --first "$FIRST"
+  judge search 250 --op-group attention_fp8 --template attention_fp8_cute --first "$FIRST"
 elif [ "$STEP" = d ]; then
   for OP in "$@"; do
     read -r TPL FIRST < <(python3 -c "
@@ -72,9 +77,9 @@ g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows)) for n 
 n = min(g, key=g.get)
 tpl = '$OP' + ('_warp' if n.startswith('warp') else '')
 print(tpl, ','.join(f'{k}={v}' for k, v in res['variants']['$OP'][n].items()))")
-    judge "search_$OP" 290 --op-group "$OP" --template "$TPL" --first "$FIRST"
+    judge "search_$OP" 170 --op-group "$OP" --template "$TPL" --first "$FIRST" --reps 10
   done
-elif ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then
+elif [ "$STEP" = e ] && ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then
   echo "python3 -m runtime.bench_h200 --out $R/bench_block.json --blocks 2 --skip-request --block-reps 5" \
     "--attention dense fp8 --precision bf16 fp8" >> "$R/commands.txt"
   run block 200 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5 \
