@@ -150,7 +150,7 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # FAST takes one row a program; SUB and MAXN only shape FAST's redo tile (one value of each otherwise); TABLE
     # replaces the fp64 silu, which FAST redoes
     "fp8_swiglu_fast_axes": lambda c: ((c["ROWS"] == 1) if c["FAST"] else (c["SUB"] == 16 and c["MAXN"] == 16))
-    and not (c["FAST"] and c.get("TABLE", 0)),
+    and not (c["FAST"] and (c.get("TABLE", 0) or c.get("RELOAD", 0))),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -303,7 +303,7 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     """modulate_fp8_warp and gate_residual_modulate_fp8_warp: one warp a row (the canonical tree without shared
     memory), STREAM and QUOT as the row templates. Not yet timed on a GPU: the choice is the design's, not a
     measurement's."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1}
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
@@ -313,7 +313,7 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     helps (651 us at that config), fp32 silu with the near-midpoint elements redone in fp64 (FAST) does not (916
     us), and two rows at 32 warps, found by run 33's search, was the best (570 us), which this heuristic now is."""
     c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 2, "num_warps": 32, "EVICT": "", "FAST": 0,
-         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 0}
+         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 0, "RELOAD": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -9,7 +9,9 @@ launch: no runtime wrapper around any of them). Each variant's
 bytes and scales are checked against the op's reference on the first input set before it is timed (a variant that
 differs is reported and not timed). Ratios: paired bf16 op / variant, median and 95% CI (> 1: the variant is
 faster; the issue's goal is >= 1 / 1.05 = 0.952).
-Usage: python reports/h200/probe73_producers.py OUT.json [REPS]"""
+--second: the second sweep (run 73 c): RELOAD (the row read again instead of held) at the first sweep's fastest
+shapes and a few beside them, and STREAM 0 for the eight-piece templates.
+Usage: python reports/h200/probe73_producers.py OUT.json [REPS] [--second]"""
 import json
 import sys
 
@@ -24,14 +26,26 @@ from rsi.templates import gate_residual_modulate_fp8_warp, modulate_fp8_warp, sw
 from rsi.verified import locked_kernel
 
 SW = load_space("swiglu_fp8").heuristic()
-VARIANTS = {
-    "swiglu_fp8": {f"table{t}_r{r}_w{w}": (swiglu_fp8.launch, {**SW, "TABLE": t, "ROWS": r, "num_warps": w})
-                   for t in (1, 2) for r, w in ((1, 8), (1, 16), (2, 16), (2, 32))},
-    "modulate_fp8": {f"warp_w{w}": (modulate_fp8_warp.launch, {"num_warps": w, "STREAM": 1, "QUOT": 1})
-                     for w in (1, 2, 4)},
-    "gate_residual_modulate_fp8": {f"warp_w{w}": (gate_residual_modulate_fp8_warp.launch,
-                                                  {"num_warps": w, "STREAM": 1, "QUOT": 1}) for w in (1, 2, 4)},
-}
+SECOND = len(sys.argv) > 3 and sys.argv[3] == "--second"   # the second sweep: RELOAD beside the first's fastest
+if not SECOND:
+    VARIANTS = {
+        "swiglu_fp8": {f"table{t}_r{r}_w{w}": (swiglu_fp8.launch, {**SW, "TABLE": t, "ROWS": r, "num_warps": w})
+                       for t in (1, 2) for r, w in ((1, 8), (1, 16), (2, 16), (2, 32))},
+        "modulate_fp8": {f"warp_w{w}": (modulate_fp8_warp.launch, {"num_warps": w, "STREAM": 1, "QUOT": 1})
+                         for w in (1, 2, 4)},
+        "gate_residual_modulate_fp8": {f"warp_w{w}": (gate_residual_modulate_fp8_warp.launch,
+                                                      {"num_warps": w, "STREAM": 1, "QUOT": 1}) for w in (1, 2, 4)},
+    }
+else:
+    VARIANTS = {
+        "swiglu_fp8": {f"table{t}_r1_w{w}_reload{rl}": (swiglu_fp8.launch, {**SW, "TABLE": t, "ROWS": 1,
+                                                                             "num_warps": w, "RELOAD": rl})
+                       for t, w, rl in ((2, 8, 0), (2, 8, 1), (2, 16, 1), (1, 8, 1), (1, 16, 1))},
+        **{op: {f"warp_w{w}_s{st}_reload{rl}": (fn, {"num_warps": w, "STREAM": st, "QUOT": 1, "RELOAD": rl})
+                for w, st, rl in ((1, 1, 0), (1, 0, 0), (1, 1, 1), (2, 1, 1), (4, 1, 1))}
+           for op, fn in (("modulate_fp8", modulate_fp8_warp.launch),
+                          ("gate_residual_modulate_fp8", gate_residual_modulate_fp8_warp.launch))},
+    }
 BF16_OP = {"swiglu_fp8": "swiglu", "modulate_fp8": "modulate", "gate_residual_modulate_fp8": "gate_residual_modulate"}
 
 

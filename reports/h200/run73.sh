@@ -14,22 +14,27 @@
 #   d OP [OP...]: the judged search of each producer op group with the template and config probe 73 producers timed
 #      fastest among the bitwise variants (geometric mean over its buckets; --first, a sweep's config; --reps 10,
 #      as run 33's producer searches).
+#   p OP [OP...] (a fresh machine, carry [".whl", ".tools"]): probe 73 producers' second sweep (--second: RELOAD, STREAM
+#      0), then step d on its results for each OP; PROD=probe73_producers2.json bash run73.sh d OP: the same later.
 #   e: if c promoted a kernel: the H3 block with dense and FP8 attention, bf16 and e4m3 linears (runtime/bench_h200.py).
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
 #   call 1, carry [".whl", ".cute/part1"]:                        RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh a
 #   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]: RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh b
 #   later calls at once, carry [".tools"]:                        RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run73.sh c|d OP..|e
-STEP=${1:?usage: run73.sh a|b|c|d OP..|e}
+STEP=${1:?usage: run73.sh a|b|c|d OP..|p OP..|e}
 shift
 . reports/h200/lib.sh
 setup_run run73
 if [ "$STEP" = a ]; then
   stash_cute_part1 && install_whl .whl && echo "part1 ok" || exit 1
+elif [ "$STEP" = p ]; then
+  install_whl .whl || exit 1
 else
   python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
 fi
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
-for f in probe73.json probe73_producers.json; do   # a cold machine: the copy committed from an earlier call
+PROD=$R/${PROD:-probe73_producers.json}   # step d: which sweep's results pick the configs
+for f in probe73.json probe73_producers.json probe73_producers2.json; do   # a cold machine: the copy committed from an earlier call
   [ -e "$R/$f" ] || [ ! -e "reports/h200/run73/$f" ] || cp "reports/h200/run73/$f" "$R/$f"
 done
 [ -d "$R/verified_kernels_after" ] && cp -r "$R/verified_kernels_after/." verified_kernels/
@@ -52,6 +57,11 @@ if [ "$STEP" = a ]; then
   echo "python3 reports/h200/probe73_producers.py $R/probe73_producers.json 15" >> "$R/commands.txt"
   run producers 240 python3 reports/h200/probe73_producers.py "$R/probe73_producers.json" 15
 fi
+if [ "$STEP" = p ]; then
+  PROD=$R/probe73_producers2.json
+  echo "python3 reports/h200/probe73_producers.py $PROD 15 --second" >> "$R/commands.txt"
+  run producers2 90 python3 reports/h200/probe73_producers.py "$PROD" 15 --second && STEP=d
+fi
 if [ "$STEP" = b ]; then
   run smoke 150 python3 reports/h200/probe73.py "$R/probe73_smoke.json" --smoke &&
     run timing 180 python3 reports/h200/probe73.py "$R/probe73.json" 10 --timing && STEP=c
@@ -70,12 +80,13 @@ elif [ "$STEP" = d ]; then
   for OP in "$@"; do
     read -r TPL FIRST < <(python3 -c "
 import json, math
-res = json.load(open('$R/probe73_producers.json'))
+res = json.load(open('$PROD'))
 rows = [r for r in res['rows'] if r['op'] == '$OP']
 names = [n for n in res['variants']['$OP'] if all(r['bitwise'].get(n) is True for r in rows)]
 g = {n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows)) for n in names}
 n = min(g, key=g.get)
 tpl = '$OP' + ('_warp' if n.startswith('warp') else '')
+assert g[n] > 0, g
 print(tpl, ','.join(f'{k}={v}' for k, v in res['variants']['$OP'][n].items()))")
     judge "search_$OP" 170 --op-group "$OP" --template "$TPL" --first "$FIRST" --reps 10
   done

@@ -23,7 +23,9 @@ Then ``h = bf16(bf16(bf16(x * rstd * w) * bf16(1 + scale)) + shift)`` per piece,
 patterns with the sign cleared (int16: NaN > Inf > every finite value), ``div_rn(amax, 448)``, and per piece the
 quotient (QUOT 1: the row reciprocal and a Markstein correction, rsi/refs/fp8_quotient.py; 0: ``div_rn``)
 converted with ``cvt.rn.satfinite``. Launched with ``enable_fp_fusion=False`` (no fma in the squares' sums or in
-modulate's roundings). Config: num_warps, STREAM, QUOT.
+modulate's roundings). RELOAD 1 does not hold the row between its sum of squares and h: each piece of r is read again (an L2 hit) for
+h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
+Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
 import triton
@@ -120,6 +122,13 @@ def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride
 
 
 @triton.jit
+def _r(r_ptr, row, n_cols, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr):
+    """Piece K_ of r as stored (RELOAD)."""
+    cols = K_ * PIECE + tl.arange(0, PIECE)
+    return tl.load(r_ptr + row * stride_rr + cols, mask=cols < n_cols, other=0.0)
+
+
+@triton.jit
 def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
             stride_scc, K_: tl.constexpr, PIECE: tl.constexpr):
     """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
@@ -157,7 +166,7 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
                                             stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
                                             stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
                                             PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                                            XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr):
+                                            XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
@@ -188,23 +197,40 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
         x7 = x0                                  # absent: never read
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD:
+        tl.debug_barrier()                      # r stored by this program's threads is read back
+        x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE)
     h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                         stride_scr, stride_scc, 0, PIECE)
+    if RELOAD:
+        x1 = _r(r_ptr, row, n_cols, stride_rr, 1, PIECE)
     h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 1, PIECE)
+    if RELOAD:
+        x2 = _r(r_ptr, row, n_cols, stride_rr, 2, PIECE)
     h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 2, PIECE)
+    if RELOAD:
+        x3 = _r(r_ptr, row, n_cols, stride_rr, 3, PIECE)
     h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 3, PIECE)
+    if RELOAD:
+        x4 = _r(r_ptr, row, n_cols, stride_rr, 4, PIECE)
     h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 4, PIECE)
     if NP > 5:
+        if RELOAD:
+            x5 = _r(r_ptr, row, n_cols, stride_rr, 5, PIECE)
         h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 5, PIECE)
     if NP > 6:
+        if RELOAD:
+            x6 = _r(r_ptr, row, n_cols, stride_rr, 6, PIECE)
         h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 6, PIECE)
     if NP > 7:
+        if RELOAD:
+            x7 = _r(r_ptr, row, n_cols, stride_rr, 7, PIECE)
         h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 7, PIECE)
     qscale, bad = _row_scale(abits)
@@ -223,7 +249,7 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1):
+def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
     n_rows, n_cols = res.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     r = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
@@ -235,6 +261,7 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
             res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1), r.stride(0),
             w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0),
             h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
-            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, num_warps=num_warps,
+            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
+            num_warps=num_warps,
             enable_fp_fusion=False)  # no fma in the squares' sums, in r or in modulate's roundings (docstring)
     return r, h8, h_scale

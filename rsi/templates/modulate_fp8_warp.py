@@ -17,7 +17,9 @@ patterns with the sign cleared (int16: NaN > Inf > every finite value), ``div_rn
 quotient (QUOT 1: the row reciprocal and a Markstein correction, rsi/refs/fp8_quotient.py; 0: ``div_rn``)
 converted with ``cvt.rn.satfinite``. Launched with ``enable_fp_fusion=False`` (no fma in the squares' sums or in
 modulate's roundings). STREAM = 1 loads x with ``.cg`` and stores h8 with ``.cs``.
-Config: num_warps, STREAM, QUOT.
+RELOAD 1 does not hold the row between its sum of squares and h: each piece of x is read again (an L2 hit) for
+h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
+Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
 import triton
@@ -141,7 +143,7 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
 def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
                               stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
                               stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr):
+                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     xo = row * stride_xr
@@ -165,23 +167,39 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
         x7 = x0                                  # absent: never read
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD:
+        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "")
     h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                         stride_scr, stride_scc, 0, PIECE)
+    if RELOAD:
+        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, "")
     h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 1, PIECE)
+    if RELOAD:
+        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, "")
     h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 2, PIECE)
+    if RELOAD:
+        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, "")
     h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 3, PIECE)
+    if RELOAD:
+        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, "")
     h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, abits, 4, PIECE)
     if NP > 5:
+        if RELOAD:
+            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, "")
         h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 5, PIECE)
     if NP > 6:
+        if RELOAD:
+            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, "")
         h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 6, PIECE)
     if NP > 7:
+        if RELOAD:
+            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, "")
         h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
                        stride_scr, stride_scc, abits, 7, PIECE)
     qscale, bad = _row_scale(abits)
@@ -200,7 +218,7 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1):
+def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
     n_rows, n_cols = x.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
@@ -210,6 +228,7 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1):
             x, w, shift, scale, idx, h8, h_scale, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
             shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
             PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
-            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, num_warps=num_warps,
+            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
+            num_warps=num_warps,
             enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
     return h8, h_scale

@@ -187,23 +187,31 @@ def _put_fast(q_ptr, h, scale, bad, row64, n_cols, OFF: tl.constexpr, BLOCK: tl.
 @triton.jit
 def _swiglu_fp8_kernel(x_ptr, t_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, ROWS: tl.constexpr, EVICT: tl.constexpr,
-                       QUOT: tl.constexpr, TABLE: tl.constexpr):
+                       QUOT: tl.constexpr, TABLE: tl.constexpr, RELOAD: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < n_rows
     rows64 = rows.to(tl.int64)
+    OB: tl.constexpr = BLOCK_A
+    OC: tl.constexpr = BLOCK_A + BLOCK_B
     ha, abits = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, EVICT, TABLE)
     if BLOCK_B > 0:
-        hb, bb = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A, BLOCK_B, EVICT, TABLE)
+        hb, bb = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, EVICT, TABLE)
         abits = tl.maximum(abits, bb)
     if BLOCK_C > 0:
-        hc, bc = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, BLOCK_A + BLOCK_B, BLOCK_C, EVICT, TABLE)
+        hc, bc = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, EVICT, TABLE)
         abits = tl.maximum(abits, bc)
     scale, bad = _row_scale(abits)
+    if RELOAD:   # h made again from x (cache hits) rather than held across the row's amax (module docstring)
+        ha, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, "", TABLE)
     _put(q_ptr, ha, scale, bad, rows64, rmask, n_cols, 0, BLOCK_A, QUOT)
     if BLOCK_B > 0:
-        _put(q_ptr, hb, scale, bad, rows64, rmask, n_cols, BLOCK_A, BLOCK_B, QUOT)
+        if RELOAD:
+            hb, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, "", TABLE)
+        _put(q_ptr, hb, scale, bad, rows64, rmask, n_cols, OB, BLOCK_B, QUOT)
     if BLOCK_C > 0:
-        _put(q_ptr, hc, scale, bad, rows64, rmask, n_cols, BLOCK_A + BLOCK_B, BLOCK_C, QUOT)
+        if RELOAD:
+            hc, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, "", TABLE)
+        _put(q_ptr, hc, scale, bad, rows64, rmask, n_cols, OC, BLOCK_C, QUOT)
     tl.store(s_ptr + rows64, scale, mask=rmask)
 
 
@@ -229,7 +237,7 @@ def _swiglu_fp8_fast_kernel(x_ptr, q_ptr, s_ptr, n_cols, stride_x, BLOCK_A: tl.c
 
 
 def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT="", FAST=0, SUB=16, MAXN=16,
-           QUOT=0, TABLE=0):
+           QUOT=0, TABLE=0, RELOAD=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
     if n_cols > BLOCK_A + BLOCK_B + BLOCK_C:
@@ -244,12 +252,13 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
                                                BLOCK_C=BLOCK_C, SUB=SUB, MAXN=MAXN, EVICT=EVICT, QUOT=QUOT,
                                                num_warps=num_warps)
         return h8, h_scale
-    if TABLE and FAST:
-        raise ValueError("TABLE looks silu up instead of FAST's fp32 evaluation: one of them")
+    if (TABLE or RELOAD) and FAST:
+        raise ValueError("TABLE and RELOAD take FAST 0 (FAST has its own kernel)")
     table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
     if TABLE and n_rows > 0:
         _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK, num_warps=4)
     _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
-                                                     EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, num_warps=num_warps)
+                                                     EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, RELOAD=RELOAD,
+                                                     num_warps=num_warps)
     return h8, h_scale

@@ -124,6 +124,7 @@ VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("swiglu_fp8", {"FAST": 1, "QUOT": 0, "SUB": 32, "MAXN": 8, "ROWS": 1}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 1, "ROWS": 2}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 2, "RELOAD": 1}),
 ]
 
 
@@ -151,14 +152,14 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 
 
 @pytest.mark.parametrize("op", WARP)
-@pytest.mark.parametrize("quot", [1, 0])
-def test_warp_template_bitwise(op, quot):
-    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (one warp a row) and QUOT 0: every
-    interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
+@pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 1, "num_warps": 2}])
+def test_warp_template_bitwise(op, change):
+    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (one warp a row), QUOT 0 and RELOAD
+    1: every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
-    tpl = _module(template_source(space.template), f"tpl_{op}_warp_{quot}")
-    cfg = {**space.heuristic(), "QUOT": quot}
+    tpl = _module(template_source(space.template), f"tpl_{op}_warp_{len(change)}")
+    cfg = {**space.heuristic(), **change}
     for where, inputs in _every_layout_and_case(g):
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
         assert not why, (where, why)
