@@ -90,7 +90,7 @@ out["gate_residual_modulate_fp8_quot"] = compile_(m._gate_residual_modulate_fp8_
                                                   num_warps=cfg["num_warps"], enable_fp_fusion=False)
 m = load("swiglu_fp8")
 cfg = load_space("swiglu_fp8").heuristic()
-const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT", "TABLE")}
+const = {k: cfg.get(k, 0) for k in ("BLOCK_A", "BLOCK_B", "BLOCK_C", "ROWS", "EVICT", "QUOT", "TABLE", "RELOAD")}
 sw_types = {"x_ptr": "*bf16", "t_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
 out["swiglu_fp8"] = compile_(m._swiglu_fp8_kernel, sw_types, {**const, "TABLE": 0}, num_warps=cfg["num_warps"])
 for table, rows, warps in ((1, 2, 16), (2, 1, 16)):
@@ -102,7 +102,8 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
                  ("gate_residual_modulate_fp8_warp", "_gate_residual_modulate_fp8_warp_kernel")):
     m = load(op)
     wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
-              "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0}
+              "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
+              "RELOAD": 0}
     fn = getattr(m, kern)
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
