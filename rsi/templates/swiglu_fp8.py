@@ -44,7 +44,7 @@ TAB_E0 = tl.constexpr(119)               # TABLE 1: biased bf16 exponents 119..1
 TAB_NE = tl.constexpr(16)                # 16 binades of 128 mantissas a sign
 NEG_ZERO_BITS = tl.constexpr(0x8000)     # bf16 -0
 NAN16_BITS = tl.constexpr(0x7FC0)        # a bf16 NaN
-TAB_SIZES = (0, 4096, 65536)             # entries of the table a TABLE value builds (2 signs x 16 x 128; every bf16)
+TAB_SIZES = (0, 4096, 65536)             # entries of the table TABLE 1 / 2 builds (2 signs x 16 x 128; every bf16)
 TAB_BLOCK = 1024                         # table entries a program of the table kernel writes
 
 
@@ -254,8 +254,9 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
         return h8, h_scale
     if (TABLE or RELOAD) and FAST:
         raise ValueError("TABLE and RELOAD take FAST 0 (FAST has its own kernel)")
-    table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
-    if TABLE and n_rows > 0:
+    table = x                                   # TABLE 0 reads no table: any pointer
+    if TABLE:
+        table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
         _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK, num_warps=4)
     _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
