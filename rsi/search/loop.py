@@ -279,7 +279,7 @@ def _promote(store, opts, run_id, op, space, cand, verdict, dec, env, template: 
     record = promote.build_record(cand=cand, op_group=op, verdict=verdict, decision=dec, env=env, space=space,
                                   run_id=run_id, reference_sha=reference_source_sha256(opts.op), proxy=opts.proxy,
                                   seed=opts.seed, proposer=opts.proposer, template=template, command=opts.command)
-    path = write_record(opts.root, cand, template, record)
+    path = write_record(opts.root, cand, template, record, target=opts.target)
     locked = not opts.proxy
     if locked:
         lock_kernel(opts.root, opts.target, opts.op, path)

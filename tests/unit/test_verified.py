@@ -39,6 +39,24 @@ def test_lock_round_trip_and_tamper(tmp_path):
         locked_kernel(tmp_path, "h200", "swiglu")
 
 
+def test_same_kernel_for_a_second_target_keeps_the_first_record(tmp_path):
+    """One candidate promoted for h100, then for h200 (run 73's modulate_fp8_warp): each target's lock entry
+    resolves to its own record; the second promotion does not overwrite the record the first entry pins."""
+    cand = Candidate("swiglu", template_source("swiglu"), {"FLAT": 1, "BLOCK_F": 512, "num_warps": 4})
+    dirs = {}
+    for target in ("h100", "h200"):
+        record = {"schema": 1, "op": "swiglu", "candidate_hash": cand.hash, "source_sha256": sha256_text(cand.source),
+                  "config": dict(cand.config), "env": {**ENV, "gpu_name": target}, "search": {"parent": None},
+                  "shapes": []}
+        dirs[target] = write_record(tmp_path, cand, "swiglu", record, target=target)
+        lock_kernel(tmp_path, target, "swiglu", dirs[target])
+    assert dirs["h100"].name == f"swiglu-{cand.hash[:12]}" and dirs["h200"].name == f"swiglu-{cand.hash[:12]}-h200"
+    for target in ("h100", "h200"):
+        assert locked_kernel(tmp_path, target, "swiglu").record["env"]["gpu_name"] == target
+    record = {**locked_kernel(tmp_path, "h200", "swiglu").record, "verified_at": "again"}
+    assert write_record(tmp_path, cand, "swiglu", record, target="h200") == dirs["h200"]   # same target: same dir
+
+
 def test_env_mismatch_hard_and_soft(tmp_path):
     _promote(tmp_path)
     vk = locked_kernel(tmp_path, "h200", "swiglu")

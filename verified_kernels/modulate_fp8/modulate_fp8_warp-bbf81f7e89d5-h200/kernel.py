@@ -1,0 +1,234 @@
+"""Triton template for ``modulate_fp8``: a row as eight pieces, its canonical sum of squares inside the warp.
+
+The same computation as rsi/templates/modulate_fp8.py (rsi/refs/modulate_fp8.py: the canonical pairwise tree of
+the squares over the row zero-padded to a power of two, folding halves; ``rstd = div_rn(1, sqrt_rn(div_rn(ss, H) +
+eps))``; modulate's eager roundings; the per-row e4m3 quantiser), laid out for the tree. A program owns one row,
+held as eight 1-D pieces of PIECE = P / 8 columns (P = next_power_of_2(H), at least 8 x 256: padding the row with
+more zeros adds only exact ``v + 0`` levels, so any power of two at or above H gives the same tree), piece k being
+columns [k PIECE, (k + 1) PIECE). The piece index is the top three bits of a column's index, so the tree's first
+three levels add whole pieces (k and k + 4, then k and k + 2, then k and k + 1; a piece wholly past H is zeros and
+is left out, which is exact); the rest folds one piece, level by level, as ``tl.sum`` over an axis of size 2
+(exact: a sum of two values does not depend on their order). With one warp a program (num_warps 1) a piece's
+1024 columns at H3's 5376 are 8 bf16 a lane (one 16-byte load) times 4, so the first two in-piece levels are
+register adds, the next five lane shuffles and the last three register adds again: no shared memory, no
+barrier between warps. Pieces keep x in bf16; the squares and h are made from it piece by piece.
+Then ``h = bf16(bf16(bf16(x * rstd * w) * bf16(1 + scale)) + shift)`` per piece, the row's amax on h's bf16 bit
+patterns with the sign cleared (int16: NaN > Inf > every finite value), ``div_rn(amax, 448)``, and per piece the
+quotient (QUOT 1: the row reciprocal and a Markstein correction, rsi/refs/fp8_quotient.py; 0: ``div_rn``)
+converted with ``cvt.rn.satfinite``. Launched with ``enable_fp_fusion=False`` (no fma in the squares' sums or in
+modulate's roundings). STREAM = 1 loads x with ``.cg`` and stores h8 with ``.cs``.
+RELOAD 1 does not hold the row between its sum of squares and h: each piece of x is read again (an L2 hit) for
+h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
+Config: num_warps, STREAM, QUOT, RELOAD.
+"""
+
+import triton
+import triton.language as tl
+
+from rsi import kernel as K
+
+EPS = 1e-5
+LOG2_MAX = 16                            # pieces up to 2**16 columns
+PIECES = 8                               # pieces a row (the tree's top three levels)
+MIN_PIECE = 256                          # columns a piece at least: 32 lanes x one 16-byte bf16 vector
+E4M3_MAX = tl.constexpr(448.0)
+NONFINITE_BITS = tl.constexpr(0x7F80)    # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
+NAN_BITS = tl.constexpr(0x7FC00000)      # the fp32 NaN of a non-finite row's scale
+NAN_BYTE = tl.constexpr(0x7F)            # e4m3fn's NaN
+TINY_SCALE = tl.constexpr(2.0**-64)      # below it the row is lifted by 2**64 so that its reciprocal stays finite
+LIFT = tl.constexpr(2.0**64)
+
+
+@triton.jit
+def _row_scale(abits):
+    """(scale, bad) of the row from its largest |h| bit pattern (int32)."""
+    bad = abits >= NONFINITE_BITS
+    amax = tl.where(bad, 0, abits).to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+    nan = tl.full(amax.shape, NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    scale = tl.where(bad, nan, tl.where(amax == 0.0, 1.0, tl.div_rn(amax, E4M3_MAX)))
+    return scale, bad
+
+
+@triton.jit
+def _quantise(hf, scale, bad, QUOT: tl.constexpr):
+    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN bytes where bad (all broadcast to hf)."""
+    if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
+        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
+        sk = scale * -nk
+        nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
+        nhk = hf * nk
+        q0 = nhk * nr
+        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
+    else:
+        q = tl.div_rn(hf, scale)
+    q = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    return tl.where(bad, NAN_BYTE, q).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _sq(x):
+    xf = x.to(tl.float32)
+    return xf * xf
+
+
+@triton.jit
+def _fold(v, N: tl.constexpr, LOG: tl.constexpr):
+    """Pairwise tree sum of v [N] (N a power of two, at most 2**LOG) folding halves, v[i] + v[i + n/2] per level
+    -> a scalar."""
+    for i in tl.static_range(LOG):
+        if (N >> i) > 1:
+            v = tl.sum(tl.reshape(v, [2, (N >> i) // 2]), 0)
+    return tl.sum(v, 0)
+
+
+@triton.jit
+def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr):
+    """The canonical sum of squares of a row given as its eight pieces (pieces NP and on are zeros and not read):
+    the top three levels over whole pieces, then the in-piece levels (module docstring)."""
+    a = _sq(x0) + _sq(x4)                       # pieces 0 + 4, then (0 + 4) + (2 + 6)
+    if NP > 6:
+        a = a + (_sq(x2) + _sq(x6))
+    else:
+        a = a + _sq(x2)
+    b = _sq(x1)                                 # pieces 1 + 5, then (1 + 5) + (3 + 7)
+    if NP > 5:
+        b = b + _sq(x5)
+    if NP > 7:
+        b = b + (_sq(x3) + _sq(x7))
+    else:
+        b = b + _sq(x3)
+    return _fold(a + b, PIECE, LOG)
+
+
+@triton.jit
+def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr, XMOD: tl.constexpr):
+    """Piece K_ of the row (bf16, zeros past H)."""
+    cols = K_ * PIECE + tl.arange(0, PIECE)
+    return tl.load(x_ptr + row_off + cols * stride_xc, mask=cols < n_cols, other=0.0, cache_modifier=XMOD)
+
+
+@triton.jit
+def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr):
+    """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
+    cols = K_ * PIECE + tl.arange(0, PIECE)
+    m = cols < n_cols
+    w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
+    sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
+    sh = tl.load(shift_ptr + t64 * stride_shr + cols * stride_shc, mask=m, other=0.0, eviction_policy="evict_last")
+    n = (x.to(tl.float32) * rstd * w.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
+    s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
+    p = (n * s1).to(tl.bfloat16).to(tl.float32)
+    h = tl.where(m, (p + sh.to(tl.float32)).to(tl.bfloat16), 0.0)
+    return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 0)
+
+
+@triton.jit
+def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, SMOD: tl.constexpr,
+         QUOT: tl.constexpr):
+    cols = K_ * PIECE + tl.arange(0, PIECE)
+    q = _quantise(h.to(tl.float32), scale, bad, QUOT)
+    tl.store(q_ptr + q_off + cols, q, mask=cols < n_cols, cache_modifier=SMOD)
+
+
+@triton.jit
+def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+       abits, K_: tl.constexpr, PIECE: tl.constexpr):
+    h, b = _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, K_, PIECE)
+    return h, tl.maximum(abits, b)
+
+
+@triton.jit
+def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
+                              stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+                              stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
+    xo = row * stride_xr
+    # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
+    x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, XMOD)
+    x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, XMOD)
+    x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, XMOD)
+    x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, XMOD)
+    x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, XMOD)
+    if NP > 5:
+        x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, XMOD)
+    else:
+        x5 = x0                                  # absent: never read
+    if NP > 6:
+        x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, XMOD)
+    else:
+        x6 = x0                                  # absent: never read
+    if NP > 7:
+        x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, XMOD)
+    else:
+        x7 = x0                                  # absent: never read
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD:
+        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "")
+    h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                        stride_scr, stride_scc, 0, PIECE)
+    if RELOAD:
+        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, "")
+    h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 1, PIECE)
+    if RELOAD:
+        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, "")
+    h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 2, PIECE)
+    if RELOAD:
+        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, "")
+    h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 3, PIECE)
+    if RELOAD:
+        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, "")
+    h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 4, PIECE)
+    if NP > 5:
+        if RELOAD:
+            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, "")
+        h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 5, PIECE)
+    if NP > 6:
+        if RELOAD:
+            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, "")
+        h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 6, PIECE)
+    if NP > 7:
+        if RELOAD:
+            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, "")
+        h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 7, PIECE)
+    qscale, bad = _row_scale(abits)
+    qo = row * stride_q
+    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, SMOD, QUOT)
+    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, SMOD, QUOT)
+    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, SMOD, QUOT)
+    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, SMOD, QUOT)
+    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, SMOD, QUOT)
+    if NP > 5:
+        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, SMOD, QUOT)
+    if NP > 6:
+        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, SMOD, QUOT)
+    if NP > 7:
+        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, SMOD, QUOT)
+    tl.store(s_ptr + row, qscale)
+
+
+def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
+    n_rows, n_cols = x.shape
+    piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
+    h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
+    h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
+    if n_rows > 0:
+        _modulate_fp8_warp_kernel[(n_rows,)](
+            x, w, shift, scale, idx, h8, h_scale, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
+            shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
+            PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
+            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
+            num_warps=num_warps,
+            enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
+    return h8, h_scale
