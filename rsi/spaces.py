@@ -303,15 +303,15 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     """modulate_fp8_warp: one warp a row (the canonical tree without shared memory), the row read again for h
     (RELOAD), STREAM and QUOT as the row templates: probe 73's fastest of five (a sweep on an H100, outside the
     judge: 0.661x the bf16 modulate kernel at stage1 against 0.645x without RELOAD and 0.47-0.55x at 2 and 4
-    warps), promoted for the h100 target in run 73 d."""
+    warps), promoted for the h100 target in run 73 d and for h200 in run 73 p on an H200."""
     c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
 def _heuristic_fp8_residual_warp(space: Space) -> dict[str, Any]:
     """gate_residual_modulate_fp8_warp: as modulate_fp8_warp's but 4 warps, probe 73's fastest of five for this op
-    group (H100, outside the judge: 0.767x the bf16 gate_residual_modulate kernel at stage1, 0.723x at one warp),
-    promoted for the h100 target in run 73 d."""
+    group on the H100 (outside the judge: 0.767x the bf16 gate_residual_modulate kernel at stage1, 0.723x at one
+    warp), promoted for the h100 target in run 73 d. On the H200 one warp was the faster (0.632x against 0.602x)."""
     c = {"num_warps": 4, "STREAM": 1, "QUOT": 1, "RELOAD": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
@@ -322,7 +322,7 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     two rows at 32 warps was the best fp64 config (570 us; the h200 lock's kernel). Now silu_c looked up in the
     full table (TABLE 2) at one row and 8 warps: probe 73's fastest of thirteen (a sweep on an H100, outside the
     judge: 347.9 us at stage1 against 585.2 us for the locked fp64 kernel and 292.8 us for the bf16 swiglu kernel;
-    TABLE 1 and two rows slower, RELOAD slower)."""
+    TABLE 1 and two rows slower, RELOAD slower), promoted for h200 in run 73 p on an H200."""
     c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 8, "EVICT": "", "FAST": 0,
          "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 2, "RELOAD": 0}
     return {k: v for k, v in c.items() if k in space.axes}
