@@ -66,22 +66,27 @@ def kernel_dir_name(cand: Candidate, template: str) -> str:
 
 def write_record(root: str | os.PathLike, cand: Candidate, template: str, record: dict[str, Any],
                  target: str | None = None) -> Path:
-    """Write cand's kernel.py and record.json into its directory and return it. The same candidate verified for a
-    second target gets a directory of its own (``<template>-<hash>-<target>``) where the lock already pins the plain
-    one for another target: its record, whose hash that lock entry holds, is never overwritten (run 73 did, before
-    this rule: modulate_fp8_warp promoted for h200 after h100 broke the h100 entry)."""
+    """Write cand's kernel.py and record.json into its directory and return it. A record the lock pins for another
+    target is never overwritten (run 73 did, before this rule: modulate_fp8_warp promoted for h200 after h100 broke
+    the h100 entry): the same candidate verified for a second target gets ``<template>-<hash>-<target>``, and a
+    proxy record (never locked) ``...-<target>-proxy`` wherever the directory it would take is pinned at all."""
     d = kernels_root(root) / cand.op / kernel_dir_name(cand, template)
-    if target is not None and _pinned_for_another_target(root, cand.op, d, target):
-        d = d.with_name(f"{d.name}-{target}")
+    if target is not None:
+        proxy = bool(record.get("proxy"))
+        if _pinned(root, cand.op, d, None if proxy else target):
+            d = d.with_name(f"{d.name}-{target}")
+        if proxy and _pinned(root, cand.op, d, None):
+            d = d.with_name(f"{d.name}-proxy")
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.py").write_text(cand.source)
     _write_json_atomic(d / "record.json", record)
     return d
 
 
-def _pinned_for_another_target(root: str | os.PathLike, op: str, d: Path, target: str) -> bool:
+def _pinned(root: str | os.PathLike, op: str, d: Path, but: str | None) -> bool:
+    """Whether a lock entry of a target other than ``but`` (None: any target) pins op to directory d."""
     rel = d.relative_to(kernels_root(root)).as_posix()
-    return any(t != target and ops.get(op, {}).get("kernel") == rel
+    return any(t != but and ops.get(op, {}).get("kernel") == rel
                for t, ops in read_lock(root).get("targets", {}).items())
 
 

@@ -152,17 +152,33 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 
 
 @pytest.mark.parametrize("op", WARP)
-@pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 1, "num_warps": 2}])
+@pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 0, "num_warps": 1}, {"RELOAD": 1, "num_warps": 2}])
 def test_warp_template_bitwise(op, change):
-    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (one warp a row), QUOT 0 and RELOAD
-    1: every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
+    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (RELOAD 1), QUOT 0, RELOAD 0 and 1:
+    every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
-    tpl = _module(template_source(space.template), f"tpl_{op}_warp_{len(change)}")
+    tpl = _module(template_source(space.template), f"tpl_{op}_warp_{'_'.join(map(str, change.values()))}")
     cfg = {**space.heuristic(), **change}
     for where, inputs in _every_layout_and_case(g):
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
         assert not why, (where, why)
+
+
+@pytest.mark.parametrize("op", WARP)
+@pytest.mark.parametrize("hidden", [1700, 2048])
+def test_warp_template_seven_and_eight_pieces(op, hidden):
+    """Widths whose rows fill seven (1700: pieces of 256) and all eight pieces (2048), which the op groups' shapes do
+    not reach (5376 fills six, 1000 five): the whole kernel bitwise with RELOAD 0 and 1."""
+    from rsi.contract import Shape
+
+    g = get_op_group(op)
+    tpl = _module(template_source(f"{op}_warp"), f"tpl_{op}_warp_np_{hidden}")
+    inputs = g.make_inputs(Shape("pieces", {"rows": 3, "hidden": hidden, "table": 6}), 9, "cpu")
+    for reload in (0, 1):
+        why = _bitwise(tpl.launch(*inputs, **{**load_space(op).select(f"{op}_warp").heuristic(), "RELOAD": reload}),
+                       g.reference(*inputs))
+        assert not why, (hidden, reload, why)
 
 
 _SUM_KERNEL = """
@@ -176,9 +192,15 @@ def sum_kernel(x_ptr, o_ptr, n_cols, PIECE: tl.constexpr, LOG: tl.constexpr, NP:
     x2 = tl.load(x_ptr + row + 2 * PIECE + tl.arange(0, PIECE), mask=2 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
     x3 = tl.load(x_ptr + row + 3 * PIECE + tl.arange(0, PIECE), mask=3 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
     x4 = tl.load(x_ptr + row + 4 * PIECE + tl.arange(0, PIECE), mask=4 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x5 = tl.load(x_ptr + row + 5 * PIECE + tl.arange(0, PIECE), mask=5 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x6 = tl.load(x_ptr + row + 6 * PIECE + tl.arange(0, PIECE), mask=6 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x7 = tl.load(x_ptr + row + 7 * PIECE + tl.arange(0, PIECE), mask=7 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x5 = x0                     # pieces the row does not reach: placeholders, as in the kernels (read: wrong sum)
+    x6 = x0
+    x7 = x0
+    if NP > 5:
+        x5 = tl.load(x_ptr + row + 5 * PIECE + tl.arange(0, PIECE), mask=5 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    if NP > 6:
+        x6 = tl.load(x_ptr + row + 6 * PIECE + tl.arange(0, PIECE), mask=6 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    if NP > 7:
+        x7 = tl.load(x_ptr + row + 7 * PIECE + tl.arange(0, PIECE), mask=7 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
     tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP))
 
 
@@ -200,7 +222,7 @@ def test_warp_template_sum_is_the_canonical_tree(op):
     change of the sum seldom moves a bf16 h), so the sum is checked on its own."""
     gen = torch.Generator().manual_seed(3)
     src = template_source(f"{op}_warp")
-    for cols in (5376, 1000, 4096 + 1, 8192):
+    for cols in (5376, 1000, 4096 + 1, 8192, 1700, 7000):
         mant = torch.rand(6, cols, generator=gen) + 1
         x = (mant * 2.0 ** torch.randint(-20, 8, (6, cols), generator=gen)).to(torch.bfloat16)
         want = modulate_fp8.tree_sum(x.float() * x.float())

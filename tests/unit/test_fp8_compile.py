@@ -108,6 +108,7 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
     out[op + "_quot"] = compile_(fn, types, {**wconst, "QUOT": 1}, num_warps=1, enable_fp_fusion=False)
+    out[op + "_reload"] = compile_(fn, types, {**wconst, "RELOAD": 1}, num_warps=4, enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -191,3 +192,6 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         assert {"sqrt.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(ops), (name, ops)
         assert "fma.rn.f32" not in ops and "fma.rn.f32" in r[name + "_quot"]["ops"], name
         assert "div.full.f32" not in ops and not any(o.startswith("rsqrt") for o in ops), (name, ops)
+        # RELOAD at 4 warps (gate_residual_modulate_fp8_warp's heuristic): the tree's cross-warp levels and, for the
+        # residual, the barrier before r is read back take shared memory and bar.sync
+        assert "bar.sync" in r[name + "_reload"]["ops"] and "sqrt.rn.f32" in r[name + "_reload"]["ops"], name

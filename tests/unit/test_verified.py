@@ -40,8 +40,8 @@ def test_lock_round_trip_and_tamper(tmp_path):
 
 
 def test_same_kernel_for_a_second_target_keeps_the_first_record(tmp_path):
-    """One candidate promoted for h100, then for h200 (run 73's modulate_fp8_warp): each target's lock entry
-    resolves to its own record; the second promotion does not overwrite the record the first entry pins."""
+    """One candidate promoted for h100, then for h200 (run 73's modulate_fp8_warp), then recorded for b200 and as a
+    proxy for h200: each target's lock entry resolves to its own record; no later write overwrites a pinned one."""
     cand = Candidate("swiglu", template_source("swiglu"), {"FLAT": 1, "BLOCK_F": 512, "num_warps": 4})
     dirs = {}
     for target in ("h100", "h200"):
@@ -55,6 +55,14 @@ def test_same_kernel_for_a_second_target_keeps_the_first_record(tmp_path):
         assert locked_kernel(tmp_path, target, "swiglu").record["env"]["gpu_name"] == target
     record = {**locked_kernel(tmp_path, "h200", "swiglu").record, "verified_at": "again"}
     assert write_record(tmp_path, cand, "swiglu", record, target="h200") == dirs["h200"]   # same target: same dir
+    lock_kernel(tmp_path, "h200", "swiglu", dirs["h200"])
+    third = write_record(tmp_path, cand, "swiglu", {**record, "env": {**ENV, "gpu_name": "b200"}}, target="b200")
+    assert third.name == f"swiglu-{cand.hash[:12]}-b200"
+    # a proxy record (never locked) takes no pinned directory, its own target's included
+    proxy = write_record(tmp_path, cand, "swiglu", {**record, "proxy": True}, target="h200")
+    assert proxy.name == f"swiglu-{cand.hash[:12]}-h200-proxy"
+    for target in ("h100", "h200"):
+        assert locked_kernel(tmp_path, target, "swiglu").record["env"]["gpu_name"] == target
 
 
 def test_env_mismatch_hard_and_soft(tmp_path):
