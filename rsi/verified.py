@@ -68,8 +68,9 @@ def write_record(root: str | os.PathLike, cand: Candidate, template: str, record
                  target: str | None = None) -> Path:
     """Write cand's kernel.py and record.json into its directory and return it. A record the lock pins for another
     target is never overwritten (run 73 did, before this rule: modulate_fp8_warp promoted for h200 after h100 broke
-    the h100 entry): the same candidate verified for a second target gets ``<template>-<hash>-<target>``, and a
-    proxy record (never locked) ``...-<target>-proxy`` wherever the directory it would take is pinned at all."""
+    the h100 entry): the same candidate verified for a second target gets ``<template>-<hash>-<target>``. A proxy
+    record (never locked) takes no pinned directory, its own target's included: ``-<target>``, else
+    ``-<target>-proxy``."""
     d = kernels_root(root) / cand.op / kernel_dir_name(cand, template)
     if target is not None:
         proxy = bool(record.get("proxy"))

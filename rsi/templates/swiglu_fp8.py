@@ -247,13 +247,13 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
     if FAST:
         if ROWS != 1:
             raise ValueError("FAST takes one row a program (ROWS = 1)")
+        if TABLE or RELOAD:
+            raise ValueError("TABLE and RELOAD take FAST 0 (FAST has its own kernel)")
         if n_rows > 0:
             _swiglu_fp8_fast_kernel[(n_rows,)](x, h8, h_scale, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
                                                BLOCK_C=BLOCK_C, SUB=SUB, MAXN=MAXN, EVICT=EVICT, QUOT=QUOT,
                                                num_warps=num_warps)
         return h8, h_scale
-    if (TABLE or RELOAD) and FAST:
-        raise ValueError("TABLE and RELOAD take FAST 0 (FAST has its own kernel)")
     table = x                                   # TABLE 0 reads no table: any pointer
     if TABLE:
         table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)

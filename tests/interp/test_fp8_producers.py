@@ -317,6 +317,16 @@ def test_swiglu_table_every_bf16_pattern(table):
         assert _silu_bits_differ(narrow.lookup(allg, table), want).any()
 
 
+def test_swiglu_fast_refuses_table_and_reload():
+    """FAST has its own kernel, which neither looks silu up nor re-reads: a config asking for both is an error, not
+    TABLE or RELOAD silently dropped."""
+    tpl = _module(template_source("swiglu_fp8"), "tpl_swiglu_fast_table")
+    x = torch.zeros(1, 32, dtype=torch.bfloat16)
+    for extra in ({"TABLE": 2}, {"RELOAD": 1}):
+        with pytest.raises(ValueError, match="FAST 0"):
+            tpl.launch(x, **{**FAST_SMALL, **extra})
+
+
 def test_swiglu_table_every_bf16_gate():
     """The whole TABLE kernels (lookup, product, quantiser) on every finite bf16 gate and the g <= -89 row, bitwise
     against the reference."""
