@@ -150,7 +150,10 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # FAST takes one row a program; SUB and MAXN only shape FAST's redo tile (one value of each otherwise); TABLE
     # replaces the fp64 silu, which FAST redoes
     "fp8_swiglu_fast_axes": lambda c: ((c["ROWS"] == 1) if c["FAST"] else (c["SUB"] == 16 and c["MAXN"] == 16))
-    and not (c["FAST"] and (c.get("TABLE", 0) or c.get("RELOAD", 0))),
+    and not (c["FAST"] and (c.get("TABLE", 0) or c.get("RELOAD", 0) or c.get("FLAT", 0))),
+    # FLAT: one row a step, h held across the amax, the gather from global memory; PERSIST walks rows only FLAT
+    "fp8_swiglu_flat_rows": lambda c: (c["ROWS"] == 1 and not c.get("RELOAD", 0) and c.get("TABLE", 0) != 1
+                                       if c.get("FLAT", 0) else not c.get("PERSIST", 0)),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -324,7 +327,7 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     judge: 347.9 us at stage1 against 585.2 us for the locked fp64 kernel and 292.8 us for the bf16 swiglu kernel;
     TABLE 1 and two rows slower, RELOAD slower), promoted for h200 in run 73 p on an H200."""
     c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 8, "EVICT": "", "FAST": 0,
-         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 2, "RELOAD": 0}
+         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 2, "RELOAD": 0, "FLAT": 0, "PERSIST": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

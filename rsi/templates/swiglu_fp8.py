@@ -21,9 +21,22 @@ element are numbered (a cumulative sum; +-0 is exact on the fast path), their ga
 fp64, and gathered back; a piece with more than MAXN such sub-rows is evaluated in fp64 whole. Bitwise on the H200
 for every bf16 gate, but slower than the fp64 silu (runs 33-35, docs/results.md: the redo costs ~470 us at stage1,
 and at 0.35% most 8192 pieces exceed MAXN 16).
+TABLE 3 (delta): silu in fp32 (``tl.exp``, the approximate ``/``: a handful of instructions), rounded to bf16, then
+corrected by a 2-bit code per bf16 gate from a 16 KiB table (4,096 int32 words) that a first launch builds with the
+same fp32 function and silu_c: 0 keep, 1 add one to the bf16 bits, 3 subtract one, 2 neither suffices (non-finite
+gates, and any whose fp32 rounding lands more than one bf16 step away or across the sign), whose silu_c is read
+from a full bf16 table the same launch writes (a load masked to those gates: none for normal inputs). Both kernels inline the one ``_silu_fast``, so the table describes the row kernel's own
+fp32 values; every bf16 gate is tested under the interpreter and on the GPU. Normal gates (N(0, 2)) touch ~450
+bytes of it, against ~3.5 KiB of TABLE 2's 128 KiB (fewer cache lines a warp's gather).
+FLAT 1 (ROWS 1, RELOAD 0): a row's pieces as 1-D tensors, so that the table gather takes the layout of the x loads
+and the e4m3 stores (the [ROWS, BLOCK] form gathers in a layout of its own, and the sm_90 compile moves x, the
+gate bits and the bytes between layouts through shared memory: three conversions an element); the program loads
+the next row's x before the current row's amax and quantiser. PERSIST n > 0 (FLAT 1): min(rows, n) programs walk
+the rows (132: the SMs of an H100 / H200); 0: one program a row.
 QUOT 1 replaces the per-element ``div_rn`` of the quantiser by the row reciprocal and one Markstein correction
 (rsi/refs/fp8_quotient.py: the same byte for every bf16 value and row scale, checked exhaustively).
-Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads), FAST, SUB, MAXN, QUOT.
+Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads), FAST, SUB, MAXN, QUOT, TABLE,
+RELOAD, FLAT, PERSIST.
 """
 
 import triton
@@ -44,8 +57,10 @@ TAB_E0 = tl.constexpr(119)               # TABLE 1: biased bf16 exponents 119..1
 TAB_NE = tl.constexpr(16)                # 16 binades of 128 mantissas a sign
 NEG_ZERO_BITS = tl.constexpr(0x8000)     # bf16 -0
 NAN16_BITS = tl.constexpr(0x7FC0)        # a bf16 NaN
-TAB_SIZES = (0, 4096, 65536)             # entries of the table TABLE 1 / 2 builds (2 signs x 16 x 128; every bf16)
-TAB_BLOCK = 1024                         # table entries a program of the table kernel writes
+TAB_SIZES = (0, 4096, 65536, 4096)       # entries (TABLE 3: int32 words) of the table TABLE 1 / 2 / 3 builds
+TAB_BLOCK = 1024                         # table entries (TABLE 3: gates) a program of the table kernel writes
+CODES_A_WORD = tl.constexpr(16)          # TABLE 3: 2-bit codes an int32 word
+SLOW_CODE = tl.constexpr(2)              # TABLE 3: the gate's piece is evaluated in fp64
 
 
 @triton.jit
@@ -82,6 +97,42 @@ def _silu_c(g):
 
 
 @triton.jit
+def _silu_fast(gf):
+    """TABLE 3's fp32 silu of fp32 gf (``tl.exp``: ex2.approx on sm_90; ``/``: the approximate division)."""
+    return gf / (1.0 + tl.exp(-gf))
+
+
+@triton.jit
+def _bits16(v):
+    """The bf16 rounding of fp32 v as its bit pattern in an int32 (0 .. 65535)."""
+    return v.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _delta_table_kernel(t_ptr, v_ptr, BLOCK: tl.constexpr):
+    """TABLE 3's codes of gates [pid * BLOCK, +BLOCK), packed 16 a word (gate bits & 15 selects the 2-bit field),
+    and their silu_c values (bf16, indexed by the gate's bits)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    g = i.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    fast = _bits16(_silu_fast(g.to(tl.float32)))
+    sc = _silu_c(g)
+    tl.store(v_ptr + i, sc.to(tl.bfloat16))
+    exact = _bits16(sc)
+    d = exact - fast
+    keep = (((i >> 7) & 0xFF) != 0xFF) & ((exact >> 15) == (fast >> 15))   # a finite gate, the sign kept
+    code = tl.where(keep & (d == 0), 0, tl.where(keep & (d == 1), 1, tl.where(keep & (d == -1), 3, SLOW_CODE)))
+    W: tl.constexpr = BLOCK // CODES_A_WORD
+    lane = tl.arange(0, CODES_A_WORD)
+    words = tl.reduce(tl.reshape(code, (W, CODES_A_WORD)) << (2 * lane[None, :]), 1, _or)
+    tl.store(t_ptr + tl.program_id(0) * W + tl.arange(0, W), words)
+
+
+@triton.jit
 def _silu_table_kernel(t_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
     """The silu_c table of TABLE 1 (entry sign * 2048 + (exponent - 119) * 128 + mantissa) or 2 (entry = bits)."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -94,11 +145,31 @@ def _silu_table_kernel(t_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _silu_delta(g, t_ptr, v_ptr):
+    """TABLE 3: silu_c of bf16 g as fp32, from the fp32 silu and the gate's code, or (code 2) the gate's value in
+    the full table (module docstring)."""
+    bits = g.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    word = tl.load(t_ptr + (bits >> 4), eviction_policy="evict_last")
+    code = (word >> ((bits & (CODES_A_WORD - 1)) * 2)) & 3
+    slow = code == SLOW_CODE
+    exact = tl.load(v_ptr + bits, mask=slow, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    fixed = _bits16(_silu_fast(g.to(tl.float32))) + (code & 1) - (code & 2)
+    return tl.where(slow, exact, fixed.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32))
+
+
+@triton.jit
 def _silu_lookup(g, t_ptr, TABLE: tl.constexpr):
     """silu_c of bf16 g [ROWS, BLOCK] from the table at t_ptr, as fp32 (module docstring)."""
     bits = g.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
     if TABLE == 2:
         return tl.load(t_ptr + bits, eviction_policy="evict_last").to(tl.float32)
+    else:
+        return _silu_compact(g, bits, t_ptr)
+
+
+@triton.jit
+def _silu_compact(g, bits, t_ptr):
+    """TABLE 1's lookup of bf16 g [ROWS, BLOCK] (bits: its bit patterns), as fp32."""
     ROWS: tl.constexpr = g.shape[0]
     BLOCK: tl.constexpr = g.shape[1]
     e = (bits >> 7) & 0xFF
@@ -113,20 +184,35 @@ def _silu_lookup(g, t_ptr, TABLE: tl.constexpr):
 
 
 @triton.jit
-def _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr,
-           EVICT: tl.constexpr, TABLE: tl.constexpr):
-    """h (bf16) of columns [OFF, OFF + BLOCK) of ROWS rows, and their largest |h| bit pattern per row."""
+def _load_gu(x_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr, EVICT: tl.constexpr):
+    """gate and up of columns [OFF, OFF + BLOCK) of ROWS rows (0 outside)."""
     cols = OFF + tl.arange(0, BLOCK)
     m = rmask[:, None] & (cols[None, :] < n_cols)
     ptrs = x_ptr + rows64[:, None] * stride_x + cols[None, :]
     g = tl.load(ptrs, mask=m, other=0.0, eviction_policy=EVICT)
     u = tl.load(ptrs + n_cols, mask=m, other=0.0, eviction_policy=EVICT)
-    if TABLE:
+    return g, u
+
+
+@triton.jit
+def _h_of(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
+    """h (bf16) of a piece's gate and up, and its largest |h| bit pattern per row."""
+    if TABLE == 3:
+        s = _silu_delta(g, t_ptr, v_ptr)
+    elif TABLE:
         s = _silu_lookup(g, t_ptr, TABLE)
     else:
         s = _silu_c(g)
     h = (s * u.to(tl.float32)).to(tl.bfloat16)
     return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 1)
+
+
+@triton.jit
+def _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr,
+           EVICT: tl.constexpr, TABLE: tl.constexpr):
+    """h (bf16) of columns [OFF, OFF + BLOCK) of ROWS rows, and their largest |h| bit pattern per row."""
+    g, u = _load_gu(x_ptr, rows64, rmask, n_cols, stride_x, OFF, BLOCK, EVICT)
+    return _h_of(g, u, t_ptr, v_ptr, TABLE)
 
 
 @triton.jit
@@ -185,7 +271,7 @@ def _put_fast(q_ptr, h, scale, bad, row64, n_cols, OFF: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def _swiglu_fp8_kernel(x_ptr, t_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
+def _swiglu_fp8_kernel(x_ptr, t_ptr, v_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, ROWS: tl.constexpr, EVICT: tl.constexpr,
                        QUOT: tl.constexpr, TABLE: tl.constexpr, RELOAD: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -193,26 +279,94 @@ def _swiglu_fp8_kernel(x_ptr, t_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLO
     rows64 = rows.to(tl.int64)
     OB: tl.constexpr = BLOCK_A
     OC: tl.constexpr = BLOCK_A + BLOCK_B
-    ha, abits = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, EVICT, TABLE)
+    ha, abits = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, EVICT, TABLE)
     if BLOCK_B > 0:
-        hb, bb = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, EVICT, TABLE)
+        hb, bb = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, EVICT, TABLE)
         abits = tl.maximum(abits, bb)
     if BLOCK_C > 0:
-        hc, bc = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, EVICT, TABLE)
+        hc, bc = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, EVICT, TABLE)
         abits = tl.maximum(abits, bc)
     scale, bad = _row_scale(abits)
     if RELOAD:   # h made again from x (cache hits) rather than held across the row's amax (module docstring)
-        ha, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, "", TABLE)
+        ha, _ = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, 0, BLOCK_A, "", TABLE)
     _put(q_ptr, ha, scale, bad, rows64, rmask, n_cols, 0, BLOCK_A, QUOT)
     if BLOCK_B > 0:
         if RELOAD:
-            hb, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, "", TABLE)
+            hb, _ = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, OB, BLOCK_B, "", TABLE)
         _put(q_ptr, hb, scale, bad, rows64, rmask, n_cols, OB, BLOCK_B, QUOT)
     if BLOCK_C > 0:
         if RELOAD:
-            hc, _ = _piece(x_ptr, t_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, "", TABLE)
+            hc, _ = _piece(x_ptr, t_ptr, v_ptr, rows64, rmask, n_cols, stride_x, OC, BLOCK_C, "", TABLE)
         _put(q_ptr, hc, scale, bad, rows64, rmask, n_cols, OC, BLOCK_C, QUOT)
     tl.store(s_ptr + rows64, scale, mask=rmask)
+
+
+@triton.jit
+def _h_row(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
+    """FLAT: h (bf16, 1-D) of a piece of one row and its largest |h| bit pattern."""
+    if TABLE == 3:
+        s = _silu_delta(g, t_ptr, v_ptr)
+    elif TABLE:
+        s = _silu_lookup(g, t_ptr, TABLE)
+    else:
+        s = _silu_c(g)
+    h = (s * u.to(tl.float32)).to(tl.bfloat16)
+    return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 0)
+
+
+@triton.jit
+def _load_row(x_ptr, row, ok, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.constexpr, EVICT: tl.constexpr):
+    """FLAT: gate and up of columns [OFF, OFF + BLOCK) of row (0 where not ok or outside), 1-D."""
+    cols = OFF + tl.arange(0, BLOCK)
+    m = (cols < n_cols) & ok
+    ptrs = x_ptr + tl.cast(row, tl.int64) * stride_x + cols
+    g = tl.load(ptrs, mask=m, other=0.0, eviction_policy=EVICT)
+    u = tl.load(ptrs + n_cols, mask=m, other=0.0, eviction_policy=EVICT)
+    return g, u
+
+
+@triton.jit
+def _put_row(q_ptr, h, scale, bad, row, n_cols, OFF: tl.constexpr, BLOCK: tl.constexpr, QUOT: tl.constexpr):
+    cols = OFF + tl.arange(0, BLOCK)
+    q = _quantise(h.to(tl.float32), scale, bad, QUOT)
+    tl.store(q_ptr + tl.cast(row, tl.int64) * n_cols + cols, q, mask=cols < n_cols)
+
+
+@triton.jit
+def _swiglu_fp8_row_kernel(x_ptr, t_ptr, v_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
+                           BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, EVICT: tl.constexpr, QUOT: tl.constexpr,
+                           TABLE: tl.constexpr):
+    """FLAT: rows pid, pid + nprog, ... as 1-D pieces (the gathers, loads and stores in one layout); the next row's
+    x is loaded before the current row's amax and quantiser (module docstring)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    OB: tl.constexpr = BLOCK_A
+    OC: tl.constexpr = BLOCK_A + BLOCK_B
+    ga, ua = _load_row(x_ptr, pid, True, n_cols, stride_x, 0, BLOCK_A, EVICT)
+    if BLOCK_B > 0:
+        gb, ub = _load_row(x_ptr, pid, True, n_cols, stride_x, OB, BLOCK_B, EVICT)
+    if BLOCK_C > 0:
+        gc, uc = _load_row(x_ptr, pid, True, n_cols, stride_x, OC, BLOCK_C, EVICT)
+    for row in range(pid, n_rows, nprog):
+        nxt = row + nprog
+        more = nxt < n_rows
+        ha, abits = _h_row(ga, ua, t_ptr, v_ptr, TABLE)
+        ga, ua = _load_row(x_ptr, nxt, more, n_cols, stride_x, 0, BLOCK_A, EVICT)
+        if BLOCK_B > 0:
+            hb, bb = _h_row(gb, ub, t_ptr, v_ptr, TABLE)
+            abits = tl.maximum(abits, bb)
+            gb, ub = _load_row(x_ptr, nxt, more, n_cols, stride_x, OB, BLOCK_B, EVICT)
+        if BLOCK_C > 0:
+            hc, bc = _h_row(gc, uc, t_ptr, v_ptr, TABLE)
+            abits = tl.maximum(abits, bc)
+            gc, uc = _load_row(x_ptr, nxt, more, n_cols, stride_x, OC, BLOCK_C, EVICT)
+        scale, bad = _row_scale(abits)
+        _put_row(q_ptr, ha, scale, bad, row, n_cols, 0, BLOCK_A, QUOT)
+        if BLOCK_B > 0:
+            _put_row(q_ptr, hb, scale, bad, row, n_cols, OB, BLOCK_B, QUOT)
+        if BLOCK_C > 0:
+            _put_row(q_ptr, hc, scale, bad, row, n_cols, OC, BLOCK_C, QUOT)
+        tl.store(s_ptr + row, scale)
 
 
 @triton.jit
@@ -236,8 +390,23 @@ def _swiglu_fp8_fast_kernel(x_ptr, q_ptr, s_ptr, n_cols, stride_x, BLOCK_A: tl.c
     tl.store(s_ptr + row64, scale)
 
 
+def silu_table(TABLE, x):
+    """TABLE's tables (module docstring), built in K.scratch on x's device by a first launch: (the table, TABLE 3's
+    full silu_c table or x); TABLE 0: (x, x), read by no kernel."""
+    if not TABLE:
+        return x, x
+    if TABLE == 3:
+        codes = K.scratch((TAB_SIZES[3],), dtype=K.int32, device=x.device)
+        values = K.scratch((65536,), dtype=K.bfloat16, device=x.device)
+        _delta_table_kernel[(65536 // TAB_BLOCK,)](codes, values, BLOCK=TAB_BLOCK, num_warps=4)
+        return codes, values
+    table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
+    _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK, num_warps=4)
+    return table, x
+
+
 def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT="", FAST=0, SUB=16, MAXN=16,
-           QUOT=0, TABLE=0, RELOAD=0):
+           QUOT=0, TABLE=0, RELOAD=0, FLAT=0, PERSIST=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
     if n_cols > BLOCK_A + BLOCK_B + BLOCK_C:
@@ -247,18 +416,26 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
     if FAST:
         if ROWS != 1:
             raise ValueError("FAST takes one row a program (ROWS = 1)")
-        if TABLE or RELOAD:
-            raise ValueError("TABLE and RELOAD take FAST 0 (FAST has its own kernel)")
+        if TABLE or RELOAD or FLAT or PERSIST:
+            raise ValueError("TABLE, RELOAD, FLAT and PERSIST take FAST 0 (FAST has its own kernel)")
         if n_rows > 0:
             _swiglu_fp8_fast_kernel[(n_rows,)](x, h8, h_scale, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
                                                BLOCK_C=BLOCK_C, SUB=SUB, MAXN=MAXN, EVICT=EVICT, QUOT=QUOT,
                                                num_warps=num_warps)
         return h8, h_scale
-    table = x                                   # TABLE 0 reads no table: any pointer
-    if TABLE:
-        table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=x.device)
-        _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK, num_warps=4)
-    _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, h8, h_scale, n_rows, n_cols, x.stride(0),
+    if FLAT and (RELOAD or ROWS != 1 or TABLE == 1):
+        raise ValueError("FLAT takes one row a step (ROWS 1), holds h across the amax (RELOAD 0) and gathers from "
+                         "global memory (TABLE 0, 2 or 3)")
+    if PERSIST and not FLAT:
+        raise ValueError("PERSIST takes FLAT 1")
+    table, values = silu_table(TABLE, x)
+    if FLAT:
+        if n_rows > 0:
+            _swiglu_fp8_row_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
+                x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
+                BLOCK_C=BLOCK_C, EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, num_warps=num_warps)
+        return h8, h_scale
+    _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
                                                      EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, RELOAD=RELOAD,
                                                      num_warps=num_warps)

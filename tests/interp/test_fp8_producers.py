@@ -125,6 +125,10 @@ VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("swiglu_fp8", {"FAST": 0, "TABLE": 1, "ROWS": 2, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 2, "RELOAD": 1, "num_warps": 16}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 1}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 2, "num_warps": 16}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1, "FLAT": 1, "PERSIST": 132}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 1, "FLAT": 1, "num_warps": 16}),
 ]
 
 
@@ -276,17 +280,20 @@ import triton.language as tl
 
 
 @triton.jit
-def lookup_kernel(g_ptr, t_ptr, o_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
+def lookup_kernel(g_ptr, t_ptr, v_ptr, o_ptr, TABLE: tl.constexpr, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     g = tl.load(g_ptr + i[None, :])
-    tl.store(o_ptr + i[None, :], _silu_lookup(g, t_ptr, TABLE).to(tl.bfloat16))
+    if TABLE == 3:
+        s = _silu_delta(g, t_ptr, v_ptr)
+    else:
+        s = _silu_lookup(g, t_ptr, TABLE)
+    tl.store(o_ptr + i[None, :], s.to(tl.bfloat16))
 
 
 def lookup(g, TABLE):
-    table = K.scratch((TAB_SIZES[TABLE],), dtype=K.bfloat16, device=g.device)
-    _silu_table_kernel[(TAB_SIZES[TABLE] // TAB_BLOCK,)](table, TABLE=TABLE, BLOCK=TAB_BLOCK)
+    table, values = silu_table(TABLE, g)
     out = K.empty_like(g)
-    lookup_kernel[(g.numel() // 4096,)](g, table, out, TABLE=TABLE, BLOCK=4096)
+    lookup_kernel[(g.numel() // 4096,)](g, table, values, out, TABLE=TABLE, BLOCK=4096)
     return out
 """
 
@@ -301,7 +308,7 @@ def _silu_bits_differ(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     return (got.view(torch.int16) != want.view(torch.int16)) & ~(got.isnan() & want.isnan())
 
 
-@pytest.mark.parametrize("table", [1, 2])
+@pytest.mark.parametrize("table", [1, 2, 3])
 def test_swiglu_table_every_bf16_pattern(table):
     """TABLE's lookup gives silu_c's bits at all 65,536 bf16 bit patterns (NaN for NaN), the compact table's closed
     forms outside exponents -8..7 included; with the compact table's range one binade narrower it does not."""
@@ -315,6 +322,67 @@ def test_swiglu_table_every_bf16_pattern(table):
         assert src.count(old) == 1
         narrow = _lookup_module(src.replace(old, "TAB_E0 = tl.constexpr(120)"), "tpl_swiglu_lookup_narrow")
         assert _silu_bits_differ(narrow.lookup(allg, table), want).any()
+
+
+@pytest.mark.parametrize("persist,table", [(2, 2), (3, 3), (0, 0)])
+def test_swiglu_flat_walks_rows(persist, table):
+    """FLAT with fewer programs than rows (each walks several, loading the next row early; 17 rows leave the
+    programs uneven) and with one program a row, at every layout and special case, bitwise."""
+    g = get_op_group("swiglu_fp8")
+    tpl = _module(template_source("swiglu_fp8"), f"tpl_swiglu_flat{persist}")
+    cfg = {**load_space("swiglu_fp8").heuristic(), "TABLE": table, "FLAT": 1, "PERSIST": persist}
+    s = next(s for s in g.interp_shapes if s.name == "odd")
+    for lay in range(g.n_layouts):
+        for sc in (None, *g.special_cases):
+            inputs = g.make_inputs(s, 2, "cpu", layout=lay)
+            if sc is not None:
+                inputs = sc.apply(inputs, ())
+            assert not _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs)), (lay, sc and sc.name)
+
+
+@pytest.mark.parametrize("bump", ["", " * (1.0 + 2.0**-9)", " * (1.0 + 2.0**-6)"])
+def test_swiglu_delta_table_corrects_and_falls_back(bump):
+    """TABLE 3 gives silu_c at every bf16 pattern however far its fp32 silu is off, because the table is built from
+    the same function: numpy's fp32 silu (the interpreter's) rounds to silu_c at every finite gate, so it is also
+    perturbed by 2**-9 (a quarter to half a bf16 step: gates one step off, codes 1 and 3) and by 2**-6 (most gates several
+    steps off: code 2, the full table). Each is exact with the codes, and not without them: with the correction
+    dropped, or the full table never read (code 2 read as a correction), some gates differ."""
+    allg = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    want = swiglu_fp8.silu_c(allg)
+    src = template_source("swiglu_fp8")
+    fast = "    return gf / (1.0 + tl.exp(-gf))\n"
+    assert src.count(fast) == 1
+    src = src.replace(fast, f"    return (gf / (1.0 + tl.exp(-gf))){bump}\n")
+    tag = {"": 0, " * (1.0 + 2.0**-9)": 9, " * (1.0 + 2.0**-6)": 6}[bump]
+    mod = _lookup_module(src, f"tpl_swiglu_delta{tag}")
+    assert not _silu_bits_differ(mod.lookup(allg, 3), want).any()
+    words = mod.silu_table(3, allg)[0]
+    codes = torch.stack([(words >> (2 * k)) & 3 for k in range(16)], 1).flatten()
+    n_fix, n_slow = int(((codes == 1) | (codes == 3)).sum()), int((codes == 2).sum())
+    assert n_slow >= int((~torch.isfinite(allg)).sum())
+    fix = "    fixed = _bits16(_silu_fast(g.to(tl.float32))) + (code & 1) - (code & 2)\n"
+    slow = "    slow = code == SLOW_CODE\n"
+    assert src.count(fix) == 1 and src.count(slow) == 1
+    never = _lookup_module(src.replace(slow, "    slow = code == 9\n"), f"tpl_swiglu_delta_never{tag}")
+    bad = _silu_bits_differ(never.lookup(allg, 3), want)
+    assert bad.any() and not torch.isfinite(allg[bad]).all()
+    if tag == 9:
+        assert n_fix > 1000, n_fix   # 1,600: the gates whose silu is not on the bf16 grid already (g, g / 2, 0)
+        plain = _lookup_module(src.replace(fix, "    fixed = _bits16(_silu_fast(g.to(tl.float32)))\n"),
+                               "tpl_swiglu_delta_plain")
+        assert _silu_bits_differ(plain.lookup(allg, 3), want).any()
+    if tag == 6:
+        assert n_slow > 30000, n_slow
+
+
+def test_swiglu_flat_refuses_what_it_cannot_do():
+    """FLAT is one row a step with h held and a global gather; PERSIST needs FLAT: other configs are errors."""
+    tpl = _module(template_source("swiglu_fp8"), "tpl_swiglu_flat_refuse")
+    x = torch.zeros(1, 32, dtype=torch.bfloat16)
+    small = {"BLOCK_A": 16, "BLOCK_B": 0, "BLOCK_C": 0, "num_warps": 1, "TABLE": 2}
+    for bad in ({"FLAT": 1, "ROWS": 2}, {"FLAT": 1, "RELOAD": 1}, {"FLAT": 1, "TABLE": 1}, {"PERSIST": 2}):
+        with pytest.raises(ValueError, match="FLAT"):
+            tpl.launch(x, **{**small, **bad})
 
 
 def test_swiglu_fast_refuses_table_and_reload():
@@ -333,7 +401,7 @@ def test_swiglu_table_every_bf16_gate():
     g = get_op_group("swiglu_fp8")
     src = template_source("swiglu_fp8")
     x = every_bf16_gate()
-    for table in (1, 2):
+    for table in (1, 2, 3):
         cfg = {**load_space("swiglu_fp8").heuristic(), "FAST": 0, "TABLE": table}
         assert not _bitwise(_module(src, f"tpl_swiglu_table{table}").launch(x, **cfg), g.reference(x))
 

@@ -67,7 +67,9 @@ def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
     ref = g.reference(x)
     for change in ({"FAST": 1, "ROWS": 1, "TABLE": 0}, {"FAST": 0, "TABLE": 0},
                    {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1, "TABLE": 0}, {"FAST": 0, "TABLE": 1},
-                   {"FAST": 0, "TABLE": 2}):
+                   {"FAST": 0, "TABLE": 2}, {"FAST": 0, "TABLE": 3}, {"FAST": 0, "TABLE": 2, "FLAT": 1},
+                   {"FAST": 0, "TABLE": 2, "FLAT": 1, "PERSIST": 132}, {"FAST": 0, "TABLE": 3, "FLAT": 1,
+                                                                       "PERSIST": 132}):
         assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
 
 
@@ -84,14 +86,16 @@ def test_swiglu_fp8_every_bf16_gate_scale_on_cuda(tmp_path):
     ref = g.reference(x)
     heur = load_space("swiglu_fp8").heuristic()
     for cfg in (FAST_SMALL, {**heur, "FAST": 1, "ROWS": 1, "num_warps": 16, "TABLE": 0}, {**heur, "TABLE": 0},
-                {**heur, "FAST": 0, "TABLE": 1}, {**heur, "FAST": 0, "TABLE": 2}):
+                {**heur, "FAST": 0, "TABLE": 1}, {**heur, "FAST": 0, "TABLE": 2}, {**heur, "FAST": 0, "TABLE": 3},
+                {**heur, "TABLE": 2, "FLAT": 1, "PERSIST": 132}, {**heur, "TABLE": 3, "FLAT": 1, "num_warps": 16}):
         assert _same_bytes(tpl.launch(x, **cfg), ref), cfg
 
 
-@pytest.mark.parametrize("table", [1, 2])
+@pytest.mark.parametrize("table", [1, 2, 3])
 def test_swiglu_fp8_table_every_bf16_pattern_on_cuda(table):
     """TABLE's table built on the GPU (fp64 exp from libdevice) and its lookup give silu_c's bits at all 65,536 bf16
-    bit patterns, as under the interpreter (tests/interp/test_fp8_producers.py)."""
+    bit patterns, as under the interpreter (tests/interp/test_fp8_producers.py); TABLE 3 with the GPU's fp32 silu
+    (ex2.approx, the approximate division)."""
     from rsi.refs.swiglu_fp8 import silu_c
     from tests.interp.test_fp8_producers import _lookup_module, _silu_bits_differ
 
