@@ -25,9 +25,12 @@ from rsi.templates import swiglu_fp8
 from tests.interp.test_fp8_producers import every_bf16_gate
 
 SW = load_space("swiglu_fp8").heuristic()
-VARIANTS = {f"flat{t}_w{w}_p{p}": {**SW, "TABLE": t, "FLAT": 1, "num_warps": w, "PERSIST": p}
-            for t, w, p in ((2, 8, 0), (2, 8, 132), (2, 16, 0), (2, 16, 132), (2, 16, 264), (2, 32, 0), (2, 32, 132),
-                            (3, 8, 132), (3, 16, 132), (3, 32, 0))}
+VARIANTS = {f"flat{t}_w{w}_p{p}{'_ef' if e else ''}": {**SW, "TABLE": t, "FLAT": 1, "num_warps": w, "PERSIST": p,
+                                                       "EVICT": e}
+            for t, w, p, e in ((2, 8, 0, ""), (2, 8, 132, ""), (2, 16, 0, ""), (2, 16, 132, ""), (2, 16, 264, ""),
+                               (2, 32, 0, ""), (2, 32, 132, ""), (3, 8, 132, ""), (3, 16, 132, ""), (3, 32, 0, ""),
+                               # added after run 74 a (H100: flat2_w32_p132 fastest): beside it
+                               (2, 32, 264, ""), (2, 32, 132, "evict_first"), (2, 16, 132, "evict_first"))}
 
 
 def bucket_row(shape, reps, gate_ok):

@@ -8,7 +8,8 @@
 #   not the search's proposal; --reps 10 as runs 33 and 73).
 #   here, once: bash reports/h200/device_deps.sh
 #   call, carry [".whl", ".tools"], needs_h200:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run74.sh
-#   (on an H100, the tests and the probe only)
+#   (on an H100, the tests and the probe only). Run 74 a (H100) ran it at ab0551a with 15 repetitions and the first
+#   ten variants (reports/h200/run74/); run 74 b (H200) at the commit in reports/h200/run74_h200/commit.txt.
 . reports/h200/lib.sh
 setup_run run74
 install_whl .whl || exit 1
@@ -20,8 +21,8 @@ echo "python3 -m pytest tests/unit/test_fp8_gpu.py -k swiglu -v -p no:xdist -p n
   >> "$R/commands.txt"
 run gputests 150 python3 -m pytest tests/unit/test_fp8_gpu.py -k swiglu -v -p no:xdist -p no:cacheprovider \
   -o addopts=""
-echo "python3 reports/h200/probe74.py $R/probe74.json 15" >> "$R/commands.txt"
-run probe74 200 python3 reports/h200/probe74.py "$R/probe74.json" 15
+echo "python3 reports/h200/probe74.py $R/probe74.json 30" >> "$R/commands.txt"
+run probe74 200 python3 reports/h200/probe74.py "$R/probe74.json" 30
 FIRST=$(python3 -c "
 import json, math
 res = json.load(open('$R/probe74.json'))
