@@ -153,7 +153,8 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     and not (c["FAST"] and (c.get("TABLE", 0) or c.get("RELOAD", 0) or c.get("FLAT", 0))),
     # FLAT: one row a step, h held across the amax, the gather from global memory; PERSIST walks rows only FLAT
     "fp8_swiglu_flat_rows": lambda c: (c["ROWS"] == 1 and not c.get("RELOAD", 0) and c.get("TABLE", 0) != 1
-                                       if c.get("FLAT", 0) else not c.get("PERSIST", 0)),
+                                       if c.get("FLAT", 0)
+                                       else not (c.get("PERSIST", 0) or c.get("PART", 0) or c.get("MAXNREG", 0))),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -329,7 +330,7 @@ def _heuristic_fp8_swiglu_rows(space: Space) -> dict[str, Any]:
     warps, PERSIST 132 was faster still (probe 74, H100: 1.09x the bf16 swiglu kernel at stage1); the heuristic stays
     this 2-D form, from which the tests derive their FAST, TABLE 1 and ROWS 2 configs (FLAT refuses those)."""
     c = {"BLOCK_A": 8192, "BLOCK_B": 4096, "BLOCK_C": 2048, "ROWS": 1, "num_warps": 8, "EVICT": "", "FAST": 0,
-         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 2, "RELOAD": 0, "FLAT": 0, "PERSIST": 0}
+         "SUB": 16, "MAXN": 16, "QUOT": 1, "TABLE": 2, "RELOAD": 0, "FLAT": 0, "PERSIST": 0, "PART": 0, "MAXNREG": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

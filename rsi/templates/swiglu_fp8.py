@@ -32,11 +32,14 @@ FLAT 1 (ROWS 1, RELOAD 0): a row's pieces as 1-D tensors, so that the table gath
 and the e4m3 stores (the [ROWS, BLOCK] form gathers in a layout of its own, and the sm_90 compile moves x, the
 gate bits and the bytes between layouts through shared memory: three conversions an element); the program loads
 the next row's x before the current row's amax and quantiser. PERSIST n > 0 (FLAT 1): min(rows, n) programs walk
-the rows (132: the SMs of an H100 / H200); 0: one program a row.
+the rows (132: the SMs of an H100 / H200); 0: one program a row. PART 1 (FLAT): each piece's amax first per warp
+(the piece as [num_warps, BLOCK / num_warps]: a warp's own elements), the row's last max the only one across warps
+(4 barriers a row instead of 9 at 32 warps in the sm_90 compile). MAXNREG n > 0 (FLAT): the launch's register cap,
+so that two programs share an SM (16 warps at 64 registers: 42 bytes of spills in the sm_90 compile).
 QUOT 1 replaces the per-element ``div_rn`` of the quantiser by the row reciprocal and one Markstein correction
 (rsi/refs/fp8_quotient.py: the same byte for every bf16 value and row scale, checked exhaustively).
 Config: BLOCK_A, BLOCK_B, BLOCK_C, ROWS, num_warps, EVICT (policy of the x loads), FAST, SUB, MAXN, QUOT, TABLE,
-RELOAD, FLAT, PERSIST.
+RELOAD, FLAT, PERSIST, PART, MAXNREG.
 """
 
 import triton
@@ -195,15 +198,21 @@ def _load_gu(x_ptr, rows64, rmask, n_cols, stride_x, OFF: tl.constexpr, BLOCK: t
 
 
 @triton.jit
-def _h_of(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
-    """h (bf16) of a piece's gate and up, and its largest |h| bit pattern per row."""
+def _h_only(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
+    """h (bf16) of gate and up, any shape."""
     if TABLE == 3:
         s = _silu_delta(g, t_ptr, v_ptr)
     elif TABLE:
         s = _silu_lookup(g, t_ptr, TABLE)
     else:
         s = _silu_c(g)
-    h = (s * u.to(tl.float32)).to(tl.bfloat16)
+    return (s * u.to(tl.float32)).to(tl.bfloat16)
+
+
+@triton.jit
+def _h_of(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
+    """h (bf16) of a piece's gate and up, and its largest |h| bit pattern per row."""
+    h = _h_only(g, u, t_ptr, v_ptr, TABLE)
     return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 1)
 
 
@@ -302,16 +311,16 @@ def _swiglu_fp8_kernel(x_ptr, t_ptr, v_ptr, q_ptr, s_ptr, n_rows, n_cols, stride
 
 
 @triton.jit
-def _h_row(g, u, t_ptr, v_ptr, TABLE: tl.constexpr):
-    """FLAT: h (bf16, 1-D) of a piece of one row and its largest |h| bit pattern."""
-    if TABLE == 3:
-        s = _silu_delta(g, t_ptr, v_ptr)
-    elif TABLE:
-        s = _silu_lookup(g, t_ptr, TABLE)
+def _h_row(g, u, t_ptr, v_ptr, TABLE: tl.constexpr, PART: tl.constexpr):
+    """FLAT: h (bf16, 1-D) of a piece of one row and its largest |h| bit pattern: one value (PART 0), or PART values,
+    the largest of each of PART runs of the piece (with PART = num_warps a warp's own elements: no shared memory
+    until the row's last max)."""
+    h = _h_only(g, u, t_ptr, v_ptr, TABLE)
+    a = h.to(tl.int16, bitcast=True) & 0x7FFF
+    if PART:
+        return h, tl.max(tl.reshape(a, (PART, a.shape[0] // PART)), 1)
     else:
-        s = _silu_c(g)
-    h = (s * u.to(tl.float32)).to(tl.bfloat16)
-    return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 0)
+        return h, tl.max(a, 0)
 
 
 @triton.jit
@@ -335,7 +344,7 @@ def _put_row(q_ptr, h, scale, bad, row, n_cols, OFF: tl.constexpr, BLOCK: tl.con
 @triton.jit
 def _swiglu_fp8_row_kernel(x_ptr, t_ptr, v_ptr, q_ptr, s_ptr, n_rows, n_cols, stride_x, BLOCK_A: tl.constexpr,
                            BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, EVICT: tl.constexpr, QUOT: tl.constexpr,
-                           TABLE: tl.constexpr):
+                           TABLE: tl.constexpr, PART: tl.constexpr):
     """FLAT: rows pid, pid + nprog, ... as 1-D pieces (the gathers, loads and stores in one layout); the next row's
     x is loaded before the current row's amax and quantiser (module docstring)."""
     pid = tl.program_id(0)
@@ -350,16 +359,18 @@ def _swiglu_fp8_row_kernel(x_ptr, t_ptr, v_ptr, q_ptr, s_ptr, n_rows, n_cols, st
     for row in range(pid, n_rows, nprog):
         nxt = row + nprog
         more = nxt < n_rows
-        ha, abits = _h_row(ga, ua, t_ptr, v_ptr, TABLE)
+        ha, abits = _h_row(ga, ua, t_ptr, v_ptr, TABLE, PART)
         ga, ua = _load_row(x_ptr, nxt, more, n_cols, stride_x, 0, BLOCK_A, EVICT)
         if BLOCK_B > 0:
-            hb, bb = _h_row(gb, ub, t_ptr, v_ptr, TABLE)
+            hb, bb = _h_row(gb, ub, t_ptr, v_ptr, TABLE, PART)
             abits = tl.maximum(abits, bb)
             gb, ub = _load_row(x_ptr, nxt, more, n_cols, stride_x, OB, BLOCK_B, EVICT)
         if BLOCK_C > 0:
-            hc, bc = _h_row(gc, uc, t_ptr, v_ptr, TABLE)
+            hc, bc = _h_row(gc, uc, t_ptr, v_ptr, TABLE, PART)
             abits = tl.maximum(abits, bc)
             gc, uc = _load_row(x_ptr, nxt, more, n_cols, stride_x, OC, BLOCK_C, EVICT)
+        if PART:
+            abits = tl.max(abits, 0)
         scale, bad = _row_scale(abits)
         _put_row(q_ptr, ha, scale, bad, row, n_cols, 0, BLOCK_A, QUOT)
         if BLOCK_B > 0:
@@ -406,7 +417,7 @@ def silu_table(TABLE, x):
 
 
 def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EVICT="", FAST=0, SUB=16, MAXN=16,
-           QUOT=0, TABLE=0, RELOAD=0, FLAT=0, PERSIST=0):
+           QUOT=0, TABLE=0, RELOAD=0, FLAT=0, PERSIST=0, PART=0, MAXNREG=0):
     n_rows = x.shape[0]
     n_cols = x.shape[1] // 2
     if n_cols > BLOCK_A + BLOCK_B + BLOCK_C:
@@ -426,14 +437,15 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
     if FLAT and (RELOAD or ROWS != 1 or TABLE == 1):
         raise ValueError("FLAT takes one row a step (ROWS 1), holds h across the amax (RELOAD 0) and gathers from "
                          "global memory (TABLE 0, 2 or 3)")
-    if PERSIST and not FLAT:
-        raise ValueError("PERSIST takes FLAT 1")
+    if (PERSIST or PART or MAXNREG) and not FLAT:
+        raise ValueError("PERSIST, PART and MAXNREG take FLAT 1")
     table, values = silu_table(TABLE, x)
     if FLAT:
         if n_rows > 0:
             _swiglu_fp8_row_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
                 x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
-                BLOCK_C=BLOCK_C, EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, num_warps=num_warps)
+                BLOCK_C=BLOCK_C, EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, PART=num_warps if PART else 0,
+                num_warps=num_warps, **({"maxnreg": MAXNREG} if MAXNREG else {}))
         return h8, h_scale
     _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,

@@ -129,6 +129,8 @@ VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 2, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1, "FLAT": 1, "PERSIST": 132}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 1, "FLAT": 1, "num_warps": 16}),
+    ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1, "FLAT": 1, "PERSIST": 264, "PART": 1, "num_warps": 16,
+                    "MAXNREG": 64}),
 ]
 
 
@@ -324,13 +326,13 @@ def test_swiglu_table_every_bf16_pattern(table):
         assert _silu_bits_differ(narrow.lookup(allg, table), want).any()
 
 
-@pytest.mark.parametrize("persist,table", [(2, 2), (3, 3), (0, 0)])
-def test_swiglu_flat_walks_rows(persist, table):
+@pytest.mark.parametrize("persist,table,part", [(2, 2, 0), (3, 3, 1), (0, 0, 0), (2, 2, 1)])
+def test_swiglu_flat_walks_rows(persist, table, part):
     """FLAT with fewer programs than rows (each walks several, loading the next row early; 17 rows leave the
     programs uneven) and with one program a row, at every layout and special case, bitwise."""
     g = get_op_group("swiglu_fp8")
-    tpl = _module(template_source("swiglu_fp8"), f"tpl_swiglu_flat{persist}")
-    cfg = {**load_space("swiglu_fp8").heuristic(), "TABLE": table, "FLAT": 1, "PERSIST": persist}
+    tpl = _module(template_source("swiglu_fp8"), f"tpl_swiglu_flat{persist}_{part}")
+    cfg = {**load_space("swiglu_fp8").heuristic(), "TABLE": table, "FLAT": 1, "PERSIST": persist, "PART": part}
     s = next(s for s in g.interp_shapes if s.name == "odd")
     for lay in range(g.n_layouts):
         for sc in (None, *g.special_cases):
@@ -376,11 +378,13 @@ def test_swiglu_delta_table_corrects_and_falls_back(bump):
 
 
 def test_swiglu_flat_refuses_what_it_cannot_do():
-    """FLAT is one row a step with h held and a global gather; PERSIST needs FLAT: other configs are errors."""
+    """FLAT is one row a step with h held and a global gather; PERSIST, PART and MAXNREG need FLAT: other configs
+    are errors."""
     tpl = _module(template_source("swiglu_fp8"), "tpl_swiglu_flat_refuse")
     x = torch.zeros(1, 32, dtype=torch.bfloat16)
     small = {"BLOCK_A": 16, "BLOCK_B": 0, "BLOCK_C": 0, "num_warps": 1, "TABLE": 2}
-    for bad in ({"FLAT": 1, "ROWS": 2}, {"FLAT": 1, "RELOAD": 1}, {"FLAT": 1, "TABLE": 1}, {"PERSIST": 2}):
+    for bad in ({"FLAT": 1, "ROWS": 2}, {"FLAT": 1, "RELOAD": 1}, {"FLAT": 1, "TABLE": 1}, {"PERSIST": 2},
+                {"PART": 1}, {"MAXNREG": 64}):
         with pytest.raises(ValueError, match="FLAT"):
             tpl.launch(x, **{**small, **bad})
 

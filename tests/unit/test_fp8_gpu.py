@@ -69,7 +69,8 @@ def test_swiglu_fp8_every_bf16_gate_on_cuda(tmp_path):
                    {"FAST": 1, "ROWS": 1, "SUB": 32, "MAXN": 1, "TABLE": 0}, {"FAST": 0, "TABLE": 1},
                    {"FAST": 0, "TABLE": 2}, {"FAST": 0, "TABLE": 3}, {"FAST": 0, "TABLE": 2, "FLAT": 1},
                    {"FAST": 0, "TABLE": 2, "FLAT": 1, "PERSIST": 132}, {"FAST": 0, "TABLE": 3, "FLAT": 1,
-                                                                       "PERSIST": 132}):
+                                                                       "PERSIST": 132},
+                   {"FAST": 0, "TABLE": 2, "FLAT": 1, "PERSIST": 264, "PART": 1, "num_warps": 16, "MAXNREG": 64}):
         assert _same_bytes(tpl.launch(x, **{**load_space("swiglu_fp8").heuristic(), **change}), ref), change
 
 
