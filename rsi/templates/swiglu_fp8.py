@@ -445,7 +445,7 @@ def launch(x, BLOCK_A=8192, BLOCK_B=4096, BLOCK_C=2048, ROWS=1, num_warps=16, EV
             _swiglu_fp8_row_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
                 x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0), BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B,
                 BLOCK_C=BLOCK_C, EVICT=EVICT, QUOT=QUOT, TABLE=TABLE, PART=num_warps if PART else 0,
-                num_warps=num_warps, **({"maxnreg": MAXNREG} if MAXNREG else {}))
+                num_warps=num_warps, maxnreg=MAXNREG or None)
         return h8, h_scale
     _swiglu_fp8_kernel[(triton.cdiv(n_rows, ROWS),)](x, table, values, h8, h_scale, n_rows, n_cols, x.stride(0),
                                                      BLOCK_A=BLOCK_A, BLOCK_B=BLOCK_B, BLOCK_C=BLOCK_C, ROWS=ROWS,
