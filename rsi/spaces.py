@@ -152,7 +152,9 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     "fp8_swiglu_fast_axes": lambda c: ((c["ROWS"] == 1) if c["FAST"] else (c["SUB"] == 16 and c["MAXN"] == 16))
     and not (c["FAST"] and (c.get("TABLE", 0) or c.get("RELOAD", 0) or c.get("FLAT", 0))),
     # FLAT: one row a step, h held across the amax, the gather from global memory; PERSIST walks rows only FLAT
+    # (MAXNREG: a program's cap times its threads within the SM's 65,536 registers, or the launch fails)
     "fp8_swiglu_flat_rows": lambda c: (c["ROWS"] == 1 and not c.get("RELOAD", 0) and c.get("TABLE", 0) != 1
+                                       and c.get("MAXNREG", 0) * 32 * c["num_warps"] <= 65536
                                        if c.get("FLAT", 0)
                                        else not (c.get("PERSIST", 0) or c.get("PART", 0) or c.get("MAXNREG", 0))),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread

@@ -12,3 +12,14 @@ def test_stream_loads_never_carry_an_eviction_hint():
         configs = load_space(op).enumerate()
         assert configs and not any(c["STREAM"] and c["EVICT"] for c in configs)
         assert any(c["STREAM"] for c in configs) and any(c["EVICT"] for c in configs)
+
+
+def test_swiglu_fp8_register_cap_fits_the_sm():
+    # a cap of MAXNREG registers a thread for num_warps warps must fit 65,536 registers, or the launch fails
+    flat = {"ROWS": 1, "RELOAD": 0, "TABLE": 2, "FLAT": 1}
+    assert PREDICATES["fp8_swiglu_flat_rows"]({**flat, "MAXNREG": 64, "num_warps": 32})
+    assert PREDICATES["fp8_swiglu_flat_rows"]({**flat, "MAXNREG": 128, "num_warps": 16})
+    assert not PREDICATES["fp8_swiglu_flat_rows"]({**flat, "MAXNREG": 128, "num_warps": 32})
+    configs = load_space("swiglu_fp8").enumerate()
+    assert not any(c["MAXNREG"] * 32 * c["num_warps"] > 65536 for c in configs)
+    assert any(c["MAXNREG"] for c in configs)
