@@ -41,7 +41,8 @@ passes; the row and V^T passes divide by the head's scale through its reciprocal
 the scale lifted by 2^64 below 2^-64); the V^T pass goes through registers, not shared memory: thread (c, o) of 256
 loads dims 8 c .. 8 c + 7 of the 8 keys that vt's columns 8 o .. 8 o + 7 of a 128-key tile hold and stores each dim's
 8 columns as one 8-byte word (a warp's store: two 128-byte row pieces). QVEC 2: the same, the V^T pass's 8 loads a
-thread issued before its quotients. QVEC 0: the passes above (dynamic layouts, one compile for every shape). The
+thread issued before its quotients. QVEC 3: QVEC 2 with the amax and row passes loading 8 vectors a thread
+(predicated) before using any. QVEC 0: the passes above (dynamic layouts, one compile for every shape). The
 vectorised passes index with 32-bit offsets: an input reaching 2**31 - 1 elements or more takes the scalar ones.
 EMU (0, 2, 3, 4): of every 8 score columns, EMU exponentiated by _exp2_fma on the FMA / ALU pipes instead of the
 MUFU (H200 probe 72: EMU 2 1.4% faster at h3_full, 3 and 4 slower).
@@ -79,6 +80,7 @@ QUANT_ROWS = 64           # rows a CTA of the q / k quantiser (grid-strided)
 VT_TILE = 128             # padded key positions a CTA of the V^T quantiser
 VT_PITCH = 132            # bytes a shared-memory row of its transposed tile (33 words: conflict-free)
 VEC = 8                   # bf16 values a 16-byte access of the vectorised quantisers (QVEC 1)
+BATCH_LOADS = 8           # 16-byte loads a thread issues before using any, QVEC 3's amax and row passes
 ROW_VECS = HEAD_DIM // VEC    # vectors a head row
 VEC_ROWS = HEAD_DIM // ROW_VECS   # rows a 128-thread step of the vectorised amax and row passes
 TINY_SCALE = 5.421010862427522e-20   # 2^-64: below it the Markstein quotient lifts the scale by 2^64
@@ -235,10 +237,21 @@ def _quotient(h, mk: cute.Tensor):
     return cute.math.fma(cute.math.fma(q0, mk[1], nhk), mk[2], q0)
 
 
+@cute.jit
+def _amax_fold(acc: cute.Tensor, a):
+    """acc[0] = max(acc[0], |a[i]|) and acc[1] += |a[i]| - |a[i]| over the 8 fp32 values of a."""
+    for i in cutlass.range_constexpr(VEC):
+        e = cute.arch.fmax(a[i], -a[i])
+        acc[0] = cute.arch.fmax(acc[0], e)
+        acc[1] = acc[1] + (e - e)
+
+
 @cute.kernel
-def _amax_vec_kernel(gx: cute.Tensor, part: cute.Tensor):
+def _amax_vec_kernel(gx: cute.Tensor, part: cute.Tensor, BATCH: cutlass.Constexpr):
     """part[h, j] as _amax_kernel's, with 16-byte loads: gx is x cut into (1, 1, 8) vectors; a thread takes vector
-    column tidx % 16 of rows 8 j + tidx // 16, stepping 8 x 32 rows."""
+    column tidx % 16 of rows 8 j + tidx // 16, stepping 8 x 32 rows. BATCH 1 (QVEC 1, 2): a vector at a time (H200
+    run 71: 0.283 ms a tensor at h3_full, 1.9 TB/s: ptxas keeps each load behind the previous vector's maxima);
+    BATCH > 1 (QVEC 3): BATCH vectors loaded (predicated; zeros past the last row) before any of them is reduced."""
     tidx, _, _ = cute.arch.thread_idx()
     j, h, _ = cute.arch.block_idx()
     n_ctas, _, _ = cute.arch.grid_dim()
@@ -246,25 +259,34 @@ def _amax_vec_kernel(gx: cute.Tensor, part: cute.Tensor):
     acc = cute.make_rmem_tensor((2,), cutlass.Float32)       # max |x|, sum of (|x| - |x|)
     acc[0] = 0.0
     acc[1] = 0.0
-    for r in cutlass.range(j * VEC_ROWS + tidx // ROW_VECS, n_rows, n_ctas * VEC_ROWS, unroll=4):
-        a = gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32)
-        for i in cutlass.range_constexpr(VEC):
-            e = cute.arch.fmax(a[i], -a[i])
-            acc[0] = cute.arch.fmax(acc[0], e)
-            acc[1] = acc[1] + (e - e)
+    step = n_ctas * VEC_ROWS
+    if cutlass.const_expr(BATCH == 1):
+        for r in cutlass.range(j * VEC_ROWS + tidx // ROW_VECS, n_rows, step, unroll=4):
+            _amax_fold(acc, gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32))
+    else:
+        raw = cute.make_rmem_tensor((VEC, BATCH), cutlass.BFloat16)     # (value, vector): the batch's raw vectors
+        for r in cutlass.range(j * VEC_ROWS + tidx // ROW_VECS, n_rows, step * BATCH, unroll=1):
+            raw.fill(0.0)
+            for b in cutlass.range_constexpr(BATCH):
+                if r + b * step < n_rows:
+                    raw[(None, b)].store(gx[(None, (r + b * step, h, tidx % ROW_VECS))].load())
+            for b in cutlass.range_constexpr(BATCH):
+                _amax_fold(acc, raw[(None, b)].load().to(cutlass.Float32))
     _amax_store(acc, part, h, j)
 
 
 @cute.jit
-def _amax_vec_host(x: cute.Tensor, part: cute.Tensor, stream):
+def _amax_vec_host(x: cute.Tensor, part: cute.Tensor, stream, BATCH: cutlass.Constexpr = 1):
     gx = cute.zipped_divide(x, (1, 1, VEC))                   # ((1, 1, 8), (S, H, 16))
-    _amax_vec_kernel(gx, part).launch(grid=(AMAX_CTAS, x.shape[1], 1), block=(HEAD_DIM, 1, 1), stream=stream)
+    _amax_vec_kernel(gx, part, BATCH).launch(grid=(AMAX_CTAS, x.shape[1], 1), block=(HEAD_DIM, 1, 1), stream=stream)
 
 
 @cute.kernel
-def _quant_rows_vec_kernel(gx: cute.Tensor, part: cute.Tensor, gx8: cute.Tensor, scale: cute.Tensor):
+def _quant_rows_vec_kernel(gx: cute.Tensor, part: cute.Tensor, gx8: cute.Tensor, scale: cute.Tensor,
+                           BATCH: cutlass.Constexpr):
     """x8 rows as _quant_rows_kernel's, with 16-byte loads and 8-byte stores and the Markstein quotient: a thread
-    takes vector column tidx % 16 of rows 8 blk + tidx // 16, stepping 8 x grid rows."""
+    takes vector column tidx % 16 of rows 8 blk + tidx // 16, stepping 8 x grid rows. BATCH > 1 (QVEC 3): BATCH
+    vectors loaded (predicated) before any quotient, as in _amax_vec_kernel."""
     tidx, _, _ = cute.arch.thread_idx()
     blk, h, _ = cute.arch.block_idx()
     n_ctas, _, _ = cute.arch.grid_dim()
@@ -277,19 +299,33 @@ def _quant_rows_vec_kernel(gx: cute.Tensor, part: cute.Tensor, gx8: cute.Tensor,
     mk = cute.make_rmem_tensor((3,), cutlass.Float32)
     _markstein(sc, mk)
     q = cute.make_rmem_tensor((VEC,), cutlass.Float32)
-    for r in cutlass.range(blk * VEC_ROWS + tidx // ROW_VECS, n_rows, n_ctas * VEC_ROWS, unroll=2):
-        a = gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32)
-        for i in cutlass.range_constexpr(VEC):
-            q[i] = _quotient(a[i], mk)
-        gx8[(None, (r, h, tidx % ROW_VECS))].store(q.load().to(cutlass.Float8E4M3FN))
+    step = n_ctas * VEC_ROWS
+    if cutlass.const_expr(BATCH == 1):
+        for r in cutlass.range(blk * VEC_ROWS + tidx // ROW_VECS, n_rows, step, unroll=2):
+            a = gx[(None, (r, h, tidx % ROW_VECS))].load().to(cutlass.Float32)
+            for i in cutlass.range_constexpr(VEC):
+                q[i] = _quotient(a[i], mk)
+            gx8[(None, (r, h, tidx % ROW_VECS))].store(q.load().to(cutlass.Float8E4M3FN))
+    else:
+        raw = cute.make_rmem_tensor((VEC, BATCH), cutlass.BFloat16)
+        for r in cutlass.range(blk * VEC_ROWS + tidx // ROW_VECS, n_rows, step * BATCH, unroll=1):
+            for b in cutlass.range_constexpr(BATCH):
+                if r + b * step < n_rows:
+                    raw[(None, b)].store(gx[(None, (r + b * step, h, tidx % ROW_VECS))].load())
+            for b in cutlass.range_constexpr(BATCH):
+                if r + b * step < n_rows:
+                    for i in cutlass.range_constexpr(VEC):
+                        q[i] = _quotient(raw[(i, b)].to(cutlass.Float32), mk)
+                    gx8[(None, (r + b * step, h, tidx % ROW_VECS))].store(q.load().to(cutlass.Float8E4M3FN))
 
 
 @cute.jit
-def _quant_rows_vec_host(x: cute.Tensor, part: cute.Tensor, x8: cute.Tensor, scale: cute.Tensor, stream):
+def _quant_rows_vec_host(x: cute.Tensor, part: cute.Tensor, x8: cute.Tensor, scale: cute.Tensor, stream,
+                         BATCH: cutlass.Constexpr = 1):
     gx = cute.zipped_divide(x, (1, 1, VEC))
     gx8 = cute.zipped_divide(x8, (1, 1, VEC))
-    _quant_rows_vec_kernel(gx, part, gx8, scale).launch(grid=(cute.ceil_div(x.shape[0], QUANT_ROWS), x.shape[1], 1),
-                                                        block=(HEAD_DIM, 1, 1), stream=stream)
+    _quant_rows_vec_kernel(gx, part, gx8, scale, BATCH).launch(
+        grid=(cute.ceil_div(x.shape[0], QUANT_ROWS), x.shape[1], 1), block=(HEAD_DIM, 1, 1), stream=stream)
 
 
 @cute.kernel
@@ -684,16 +720,16 @@ def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute
                       HEAD_DIM, EMU).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
-def _amax(x, part, VEC32):
+def _amax(x, part, VEC32, BATCH):
     if VEC32:
-        K.cute_launch(_amax_vec_host, x, part)
+        K.cute_launch(_amax_vec_host, x, part, BATCH=BATCH)
     else:
         K.cute_launch_dynamic(_amax_host, x, part)
 
 
-def _quant_rows(x, part, x8, scale, VEC32):
+def _quant_rows(x, part, x8, scale, VEC32, BATCH):
     if VEC32:
-        K.cute_launch(_quant_rows_vec_host, x, part, x8, scale)
+        K.cute_launch(_quant_rows_vec_host, x, part, x8, scale, BATCH=BATCH)
     else:
         K.cute_launch_dynamic(_quant_rows_host, x, part, x8, scale)
 
@@ -711,20 +747,23 @@ def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC=1):
     16-byte loads where the layout allows them, 32-bit offsets) for each input that spans fewer than 2**31 - 1
     elements, the scalar ones for the others (a view into a larger buffer at the op's huge shape: H200 run 71's
     first judged QVEC 1 candidate read past 2**31 there, wrapped, and made every output NaN); QVEC 2: the same with
-    the V^T pass's loads issued first (_quant_vt_vec_kernel's LOADS_FIRST; eighteenth session, not yet run on a GPU);
-    QVEC 0: the scalar ones (dynamic layouts with 64-bit strides, one compile for all shapes)."""
+    the V^T pass's loads issued first (_quant_vt_vec_kernel's LOADS_FIRST; H100 run 73: that pass 0.434 -> 0.324 ms
+    at h3_full); QVEC 3: QVEC 2 with the amax and row passes loading BATCH_LOADS vectors a thread before using any
+    (twenty-first session); QVEC 0: the scalar ones (dynamic layouts with 64-bit strides, one compile for all
+    shapes)."""
     # each input's reach from its first element (the 32-bit offsets of the vectorised passes)
     q_span = (q.shape[0] - 1) * q.stride(0) + (q.shape[1] - 1) * q.stride(1) + (q.shape[2] - 1) * q.stride(-1)
     k_span = (k.shape[0] - 1) * k.stride(0) + (k.shape[1] - 1) * k.stride(1) + (k.shape[2] - 1) * k.stride(-1)
     v_span = (v.shape[0] - 1) * v.stride(0) + (v.shape[1] - 1) * v.stride(1) + (v.shape[2] - 1) * v.stride(-1)
     vq, vk, vv = (QVEC > 0 and q_span < 2**31 - 1, QVEC > 0 and k_span < 2**31 - 1,
                   QVEC > 0 and v_span < 2**31 - 1)
-    _amax(q, part.select(0, 0), vq)
-    _amax(k, part.select(0, 1), vk)
-    _amax(v, part.select(0, 2), vv)
-    _quant_rows(q, part.select(0, 0), q8, scales.select(0, 0), vq)
-    _quant_rows(k, part.select(0, 1), k8, scales.select(0, 1), vk)
-    _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv, QVEC == 2)
+    batch = BATCH_LOADS if QVEC == 3 else 1
+    _amax(q, part.select(0, 0), vq, batch)
+    _amax(k, part.select(0, 1), vk, batch)
+    _amax(v, part.select(0, 2), vv, batch)
+    _quant_rows(q, part.select(0, 0), q8, scales.select(0, 0), vq, batch)
+    _quant_rows(k, part.select(0, 1), k8, scales.select(0, 1), vk, batch)
+    _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv, QVEC >= 2)
 
 
 def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0, EMU=0):

@@ -1,4 +1,4 @@
-"""rsi/templates/attention_fp8_cute.py's quantisation dispatch: with QVEC 1 or 2 the vectorised passes (32-bit
+"""rsi/templates/attention_fp8_cute.py's quantisation dispatch: with QVEC 1, 2 or 3 the vectorised passes (32-bit
 offsets) run only on inputs spanning fewer than 2**31 - 1 elements; a view of a fused buffer at the op's huge shape
 (layout 0's v: 100,352 rows with a row stride of 3 x 56 x 128) takes the scalar passes (64-bit strides). H200 run 71's
 first judged QVEC 1 candidate had no such guard and made every output NaN there. The launches are recorded, not run
@@ -39,18 +39,20 @@ def _inputs(S, H=56, D=128):
     return q, q.clone(), fused[:, 2 * H * D:].view(S, H, D)      # v: layout 0's column view of a fused buffer
 
 
-@pytest.mark.parametrize("QVEC", [1, 2])
+@pytest.mark.parametrize("QVEC", [1, 2, 3])
 def test_a_view_past_2_31_takes_the_scalar_passes(monkeypatch, QVEC):
     seen = _calls(monkeypatch, *_inputs(100_352), QVEC)
     assert {n for n, is_v, _ in seen if is_v} == {"_amax_host", "_quant_vt_host"}          # v: 64-bit strides
     assert {n for n, is_v, _ in seen if not is_v} == {"_amax_vec_host", "_quant_rows_vec_host"}   # q, k: < 2**31
 
 
-@pytest.mark.parametrize("QVEC, vt_first", [(1, False), (2, True)])
-def test_production_shapes_take_the_vectorised_passes(monkeypatch, QVEC, vt_first):
+@pytest.mark.parametrize("QVEC, vt_first, batch", [(1, False, 1), (2, True, 1), (3, True, 8)])
+def test_production_shapes_take_the_vectorised_passes(monkeypatch, QVEC, vt_first, batch):
     seen = _calls(monkeypatch, *_inputs(38_272), QVEC)
     assert {n for n, _, _ in seen} == {"_amax_vec_host", "_quant_rows_vec_host", "_quant_vt_vec_host"}
     assert [c for n, _, c in seen if n == "_quant_vt_vec_host"] == [{"LOADS_FIRST": vt_first}]
+    # QVEC 3: the amax and row passes load 8 vectors a thread before using any
+    assert [c for n, _, c in seen if n != "_quant_vt_vec_host"] == [{"BATCH": batch}] * 5
 
 
 def test_qvec_0_takes_the_scalar_passes(monkeypatch):

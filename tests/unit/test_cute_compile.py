@@ -211,7 +211,9 @@ calls += [("amax_vec", m._amax_vec_host, (q0, part[0]), {}, False),
           ("rows_vec", m._quant_rows_vec_host, (q0, part[0], q8, scales[0]), {}, False),
           ("vt_vec", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {}, False),
           ("vt_vec_odd", m._quant_vt_vec_host, (v, part[2], cu, vt, scales[2]), {}, False),
-          ("vt_vec_first", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {"LOADS_FIRST": 1}, False)]
+          ("vt_vec_first", m._quant_vt_vec_host, (v0, part[2], cu, vt, scales[2]), {"LOADS_FIRST": 1}, False),
+          ("amax_batch", m._amax_vec_host, (q0, part[0]), {"BATCH": 8}, False),
+          ("rows_batch", m._quant_rows_vec_host, (q0, part[0], q8, scales[0]), {"BATCH": 8}, False)]
 for bn, stages, pp, ov, dyn, emu in ((128, 2, 0, 1, False, 0), (64, 3, 1, 0, False, 0), (128, 2, 0, 1, True, 0),
                                      (192, 2, 1, 1, False, 0), (192, 2, 1, 1, False, 3)):
     cfg = {"BM": 128, "BN": bn, "STAGES": stages, "PINGPONG": pp, "OVERLAP": ov, "EMU": emu}
@@ -260,6 +262,13 @@ def test_fp8_attention_template_compiles_for_sm90(tmp_path):
     assert res["rows_vec"].get("ld.global.v4.b32") == 2 and res["vt_vec"].get("ld.global.v4.b32") == 8
     assert res["vt_vec_first"].get("ld.global.v4.b32") == 8   # QVEC 2: the same loads, issued before the quotients
     assert res["vt_vec_odd"].get("ld.global.b16") == 64 and not res["vt_vec_odd"].get("ld.global.v4.b32")
+    # QVEC 3: the amax and row passes' 8 vectors a thread (one loop trip: 8 loads, not the 4 of QVEC 1's unrolled
+    # amax loop nor the 2 of its row loop), the row pass's 8 quotients and 8-byte stores per vector
+    assert res["amax_vec"].get("ld.global.v4.b32") == 4 and res["amax_batch"].get("ld.global.v4.b32") == 8
+    assert res["amax_batch"].get("max.f32") == 8 * 8 + 8 and not res["amax_batch"].get("ld.local")
+    ops = res["rows_batch"]
+    assert ops.get("ld.global.v4.b32") == 8 and ops.get("st.global.v2.b32") == 8 and ops.get("fma.rn.f32") == 2 * 64
+    assert ops.get("div.rn.f32") == 2 and not ops.get("ld.local") and not ops.get("st.local")
     for (bn, copies), name in zip(((128, 2), (64, 1), (128, 2), (192, 2)),
                                   ("attn_128_2_0_1_0", "attn_64_3_1_0_0", "attn_128_2_0_1_1", "attn_192_2_1_1_0")):
         ops = res[name]

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# H200 run 76 (twenty-first session): the FP8 CuTe attention template's QVEC 3 (the amax and row passes with 8 loads
+# in flight a thread, the V^T pass's loads first) and EMU 1, against the promoted config; then the judge.
+#   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
+#   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run76.sh a
+#   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run76.sh b
+#      b: probe 76's smoke test (QVEC 3's bytes against the reference's quantiser; every config's launch against the
+#         op's reference), then, if it passed, probe 76's timing (reports/h200/probe76.py)
+#   call 3 (same carry as call 2, warm machine): ... bash reports/h200/run76.sh c
+#      c: the judged search of attention_fp8 with the CuTe template, one candidate: the config of probe 76 with the
+#         least geometric-mean time over its buckets (--first: a sweep's config, not the search's), the real lock,
+#         the default 40 repetitions (as run 71's promotion)
+STEP=${1:?usage: run76.sh a|b|c}
+. reports/h200/lib.sh
+if [ "$STEP" = a ]; then
+  stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
+fi
+setup_run run76
+python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
+export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+cp "$R/commit.txt" "$R/lock.txt" "$OUT/"
+if [ "$STEP" = b ]; then
+  echo "python3 reports/h200/probe76.py probe76_smoke.json --smoke" >> "$R/commands.txt"
+  run smoke 230 python3 reports/h200/probe76.py "$R/probe76_smoke.json" --smoke
+  cp "$R/probe76_smoke.json" "$R/smoke.log" "$OUT/" 2>/dev/null
+  if python3 -c "import json,sys; sys.exit(0 if all(r['ok'] for r in json.load(open('$R/probe76_smoke.json'))['rows']) else 1)"; then
+    echo "python3 reports/h200/probe76.py probe76.json 10 --timing" >> "$R/commands.txt"
+    run timing 330 python3 reports/h200/probe76.py "$R/probe76.json" 10 --timing
+    cp "$R/probe76.json" "$R/timing.log" "$OUT/" 2>/dev/null
+  else
+    echo "smoke test failed: no timing"
+  fi
+  cp "$R/commands.txt" "$OUT/"
+elif [ "$STEP" = c ]; then
+  J=$R/probe76.json; [ -e "$J" ] || J=reports/h200/run76/probe76.json
+  FIRST=$(python3 reports/h200/probe76.py "$J" --choice)
+  echo "python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0" \
+    "--first $FIRST --budget 1,4m" >> "$R/commands.txt"
+  run search 560 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
+    --seed 0 --first "$FIRST" --budget 1,4m --summary-out "$R/search.json"
+  python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
+  cp "$R/commands.txt" "$OUT/"
+  tar -czf "$OUT/run76c.tgz" -C /tmp run76 -C "$PWD" verified_kernels
+fi
