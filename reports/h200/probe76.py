@@ -20,8 +20,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe69 import expected_vt, rel          # run 69's checks, reused as they ran
-from probe71 import same_scales, workspace    # run 71's
+from probe69 import expected_vt, rel  # run 69's checks, reused as they ran
+from probe71 import same_scales, workspace  # run 71's
 
 from rsi import kernel as K
 from rsi.harness import timing as T
@@ -146,7 +146,8 @@ def timing(op, out_path, reps):
 
 
 def choice(out_path):
-    t = json.load(open(out_path))["timing"]
+    with open(out_path) as f:
+        t = json.load(f)["timing"]
     g = {n: math.exp(sum(math.log(r["p50_us"][n]) for r in t) / len(t)) for n in CONFIGS if n != "q1e0"}
     best = min(g, key=g.get)
     print(",".join(f"{k}={v}" for k, v in CONFIGS[best].items() if v != HEUR[k]))
