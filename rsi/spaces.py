@@ -131,9 +131,11 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     "wgmma_smem_fit": lambda c: (c["BM"] + c["BN"]) * 128 * c["STAGES"] + 1024 <= 232448,
     # ---- attention_cute (rsi/templates/attention_cute.py): the bf16 Q tile and STAGES K and V tiles, 128 wide, and
     # the barriers in the H200's 227 KiB a block (the template refuses more)
-    "attn_cute_smem_fit": lambda c: (c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 * 2 + 2048 <= 232448,
+    "attn_cute_smem_fit": lambda c: ((c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 * 2 + 2048
+                                     + 16 * c["BM"] * c.get("SINK", 0) <= 232448),   # SINK: the row sums' slots
     # ---- attention_fp8_cute (rsi/templates/attention_fp8_cute.py): the same tiles in e4m3, one byte an element
-    "attn_fp8_cute_smem_fit": lambda c: (c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 + 2048 <= 232448,
+    "attn_fp8_cute_smem_fit": lambda c: ((c["BM"] + 2 * c["STAGES"] * c["BN"]) * 128 + 2048
+                                         + 16 * c["BM"] * c.get("SINK", 0) <= 232448),
     # ---- fused fp8 producers (modulate_fp8, gate_residual_modulate_fp8, swiglu_fp8, head_merge_fp8): whole rows in
     # registers. modulate_fp8 (and gate_residual_modulate_fp8, its template with a residual prologue) at H3's 5376:
     # 4096 + 2048 columns (SPLIT) or 8192, at most 96 fp32 row values a thread

@@ -1,6 +1,8 @@
 """H200 probe 76 (twenty-first session; outside the judge, not a verdict): the CuTe FP8 attention template's QVEC 3
-(the amax and q / k row passes loading 8 vectors a thread before using any, the V^T pass's loads first) and EMU 1,
-against the promoted config (QVEC 1, EMU 0).
+(the amax and q / k row passes loading 8 vectors a thread before using any, the V^T pass's loads first), SINK 1
+(the row sums stored to shared memory before the wait for the PV product, which keeps ptxas from scheduling the
+softmax after that wait) and EMU 1, against the promoted config (QVEC 1, EMU 0, SINK 0); and the dense template
+(attention_cute) with SINK 1 against its promoted config at h3_full.
 
 --smoke: QVEC 3's passes against the reference's ``quantize`` (q8 / k8 bytes, vt bytes as the template lays them
 out, scales equal in value) at the interpreter and odd shapes in layouts 0, 1 and 2, the special cases and h3_stage1,
@@ -9,7 +11,8 @@ is off (rel-L2 above 0.05 against the reference, or NaN/Inf where it is finite).
 --timing: at h3_full, h3_stage1 and ltx_video, one interleaved loop a bucket (L2 flushed, prepare outside the timed
 call as the judge does): SDPA cuDNN, cuDNN's FP8 attention, each config's whole launch, the quantisation alone at
 QVEC 1 and 3, and each pass alone (amax and row pass at BATCH 1 and 8, V^T with LOADS_FIRST 0 and 1) with its GB/s;
-paired ratio CIs against SDPA cuDNN and against the promoted config.
+paired ratio CIs against SDPA cuDNN and against the promoted config. Then the dense template at h3_full (SDPA cuDNN,
+its promoted config, SINK 1, PINGPONG 1 with SINK 1; rel-L2 against SDPA cuDNN and the fp32 reference on 4 heads).
 --choice: the config with the least geometric mean of its p50s over the buckets (from OUT.json), as --first's list.
 Usage: python reports/h200/probe76.py OUT.json [REPS] --smoke | --timing | --choice"""
 import json
@@ -32,8 +35,12 @@ from rsi.spaces import load_space
 from rsi.templates import attention_fp8_cute as tpl
 
 HEUR = load_space("attention_fp8").select("attention_fp8_cute").heuristic()    # the promoted config (QVEC 1, EMU 0)
-CONFIGS = {"q1e0": HEUR, "q3e0": {**HEUR, "QVEC": 3}, "q3e1": {**HEUR, "QVEC": 3, "EMU": 1},
-           "q3e2": {**HEUR, "QVEC": 3, "EMU": 2}, "q1e2": {**HEUR, "EMU": 2}}
+CONFIGS = {"q1e0": HEUR, "q1e0s1": {**HEUR, "SINK": 1}, "q3e0": {**HEUR, "QVEC": 3},
+           "q3e0s1": {**HEUR, "QVEC": 3, "SINK": 1}, "q3e1s1": {**HEUR, "QVEC": 3, "EMU": 1, "SINK": 1},
+           "q3e2s1": {**HEUR, "QVEC": 3, "EMU": 2, "SINK": 1}}
+# the dense template (attention_cute): the promoted kernel's config (attention_cute-1eeed680ba08) and SINK 1
+DENSE = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 1, "DYNAMIC": 1}
+DENSE_CONFIGS = {"dense": DENSE, "dense_s1": {**DENSE, "SINK": 1}, "dense_pp_s1": {**DENSE, "PINGPONG": 1, "SINK": 1}}
 
 
 def dump(res, path):
@@ -59,7 +66,8 @@ def smoke_row(op, shape, layout=0, special=None):
         ref = op.reference(q, k, v, cu)
         fin = torch.isfinite(ref)
         for name, cfg in CONFIGS.items():
-            out = tpl.launch(q, k, v, cu, **{**cfg, "DYNAMIC": 1})     # one compile a config for every shape
+            # one compile a config for every shape; QVEC 3's passes for all (QVEC 1's were checked in run 71)
+            out = tpl.launch(q, k, v, cu, **{**cfg, "DYNAMIC": 1, "QVEC": 3})
             torch.cuda.synchronize()
             row[f"{name}_vs_ref"] = rel(out, ref)
             row[f"{name}_nonfinite_mismatch"] = int((torch.isfinite(out) != fin).sum())
@@ -137,12 +145,47 @@ def time_bucket(op, bucket, reps):
     return row
 
 
+def time_dense(reps):
+    """The dense template at h3_full: SDPA cuDNN, the promoted config and SINK 1, one interleaved loop; each
+    output's rel-L2 against SDPA cuDNN's and against the fp32 reference on the first 4 heads."""
+    from rsi.templates import attention_cute as dtpl
+    op = get_op_group("attention")
+    base = {b.name: b for b in op.baselines}
+    shape = next(s for s in op.shapes if s.name == "h3_full")
+    sets = [op.make_inputs(shape, 1000 + i, "cuda") for i in range(2)]
+    prep = {id(s[0]): base["sdpa_cudnn"].args(s) for s in sets}
+    impls = {"sdpa_cudnn": lambda *a: base["sdpa_cudnn"].fn(*prep[id(a[0])])}
+    for name, cfg in DENSE_CONFIGS.items():
+        impls[name] = lambda *a, c=cfg: dtpl.launch(*a, **c)
+    outs = {n: f(*sets[0]).float() for n, f in impls.items()}
+    torch.cuda.synchronize()
+    q, k, v, cu_q, cu_k = sets[0]
+    ref = op.reference(q[:, :4], k[:, :4], v[:, :4], cu_q, cu_k).float()
+    errs = {n: {"vs_cudnn": rel(o, outs["sdpa_cudnn"]), "vs_ref_4_heads": rel(o[:, :4], ref),
+                "nonfinite": int((~torch.isfinite(o)).sum())} for n, o in outs.items()}
+    stats = T.time_interleaved(impls, sets, warmup=2, reps=reps, sync_reps=0)
+    b = stats["sdpa_cudnn"].times_us
+    row = {"bucket": "h3_full", "configs": DENSE_CONFIGS, "errors": errs,
+           "p50_us": {n: x.summary()["p50_us"] for n, x in stats.items()},
+           "vs_cudnn": {n: paired_ratio_ci(b, x.times_us) for n, x in stats.items()},
+           "vs_promoted": {n: paired_ratio_ci(stats["dense"].times_us, x.times_us) for n, x in stats.items()}}
+    print("dense", {n: (round(row["p50_us"][n] / 1e3, 3), round(row["vs_cudnn"][n][0], 3)) for n in stats},
+          "errors", errs, flush=True)
+    return row
+
+
 def timing(op, out_path, reps):
     res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "configs": CONFIGS,
            "timing": []}
     for bucket in ("h3_full", "h3_stage1", "ltx_video"):
         res["timing"].append(time_bucket(op, bucket, reps))
         dump(res, out_path)
+    try:
+        res["dense"] = time_dense(reps)
+    except Exception as e:   # noqa: BLE001 - a probe: record the failure
+        res["dense"] = {"error": f"{type(e).__name__}: {e}"[:600]}
+        print("dense", res["dense"], flush=True)
+    dump(res, out_path)
 
 
 def choice(out_path):

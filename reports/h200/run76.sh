@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 run 76 (twenty-first session): the FP8 CuTe attention template's QVEC 3 (the amax and row passes with 8 loads
+# H200 run 76 (twenty-first session): the FP8 CuTe attention template's QVEC 3 and SINK 1 (and the dense template's SINK 1; the amax and row passes with 8 loads
 # in flight a thread, the V^T pass's loads first) and EMU 1, against the promoted config; then the judge.
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
 #   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run76.sh a
@@ -21,11 +21,11 @@ export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
 cp "$R/commit.txt" "$R/lock.txt" "$OUT/"
 if [ "$STEP" = b ]; then
   echo "python3 reports/h200/probe76.py probe76_smoke.json --smoke" >> "$R/commands.txt"
-  run smoke 230 python3 reports/h200/probe76.py "$R/probe76_smoke.json" --smoke
+  run smoke 190 python3 reports/h200/probe76.py "$R/probe76_smoke.json" --smoke
   cp "$R/probe76_smoke.json" "$R/smoke.log" "$OUT/" 2>/dev/null
   if python3 -c "import json,sys; sys.exit(0 if all(r['ok'] for r in json.load(open('$R/probe76_smoke.json'))['rows']) else 1)"; then
     echo "python3 reports/h200/probe76.py probe76.json 10 --timing" >> "$R/commands.txt"
-    run timing 330 python3 reports/h200/probe76.py "$R/probe76.json" 10 --timing
+    run timing 360 python3 reports/h200/probe76.py "$R/probe76.json" 10 --timing
     cp "$R/probe76.json" "$R/timing.log" "$OUT/" 2>/dev/null
   else
     echo "smoke test failed: no timing"

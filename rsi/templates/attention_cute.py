@@ -161,12 +161,24 @@ def _turn_pass(their_turn, PINGPONG: cutlass.Constexpr):
         cute.arch.barrier_arrive(barrier_id=their_turn, number_of_threads=256)
 
 
+@cute.jit
+def _sink_row_sums(ctid, row_sum: cute.Tensor, sink: cute.Tensor, SINK: cutlass.Constexpr):
+    """SINK 1: the row sums stored to shared memory (never read) before the wait for the PV product. Without it ptxas
+    schedules 51 of the 66 exponentials of a 128-key block and their sums after that wait (its SASS, sm_90a,
+    twenty-first session), so the softmax does not overlap the PV product that OVERLAP issued for it; ptxas moves
+    register arithmetic past the wait, but keeps a store, and everything the store depends on, before it."""
+    if cutlass.const_expr(SINK == 1):
+        sink[(0, ctid)] = row_sum[0]
+        sink[(1, ctid)] = row_sum[1]
+
+
 @cute.kernel
 def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v: cute.CopyAtom, mV,
                       out: cute.Tensor, cu_q: cute.Tensor, cu_k: cute.Tensor, mma_qk: cute.TiledMma,
                       mma_pv: cute.TiledMma, q_layout: cute.ComposedLayout, kv_layout: cute.ComposedLayout,
                       BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
-                      PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr, D: cutlass.Constexpr):
+                      PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr, D: cutlass.Constexpr,
+                      SINK: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     m_blk, h, doc = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -191,6 +203,9 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
         sV = smem.allocate_tensor(cutlass.BFloat16, kv_layout.outer, 1024, kv_layout.inner)
         # V^T: (128, BN, STAGES), the PV product's MN-major B operand over the same bytes
         sVt = cute.composition(sV, cute.make_ordered_layout((D, BN, STAGES), order=(1, 0, 2)))
+        sink = None
+        if cutlass.const_expr(SINK == 1):   # the row sums' slots, a pair a consumer thread (_sink_row_sums)
+            sink = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, BM * 2)), 16)
         producer = cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.Thread)
         consumers = cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.Thread, 8)   # two warpgroups' warps
         pipe_q = cutlass.pipeline.PipelineTmaAsync.create(
@@ -325,6 +340,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         pipe_k.consumer_release(kstate)
                         kstate.advance()
                         _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, part, BN)
+                        _sink_row_sums(ctid, row_sum, sink, SINK)
                         cute.nvgpu.warpgroup.wait_group(0)       # the PV is done: O and P may change
                         pipe_v.consumer_release(vstate)
                         vstate.advance()
@@ -357,7 +373,8 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 @cute.jit
 def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, cu_q: cute.Tensor,
                     cu_k: cute.Tensor, stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr,
-                    STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr):
+                    STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr,
+                    SINK: cutlass.Constexpr = 0):
     bf16 = cutlass.BFloat16
     # S = Q K^T: two warpgroups stacked along M, m64 x BN x k16, both operands K-major in shared memory
     mma_qk = cute.make_tiled_mma(cute.make_mma_atom(cute.nvgpu.warpgroup.MmaF16BF16Op(
@@ -385,7 +402,7 @@ def _attention_host(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
         cute.slice_(kv_layout, (None, None, 0)), (BN, HEAD_DIM))
     grid = (cute.ceil_div(q.shape[0], BM), q.shape[1], cu_q.shape[0] - 1)
     _attention_kernel(tma_q, mQ, tma_k, mK, tma_v, mV, out, cu_q, cu_k, mma_qk, mma_pv, q_layout, kv_layout,
-                      BM, BN, STAGES, PINGPONG, OVERLAP, HEAD_DIM).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1),
+                      BM, BN, STAGES, PINGPONG, OVERLAP, HEAD_DIM, SINK).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1),
                                                                          stream=stream)
 
 
@@ -418,9 +435,9 @@ def _packed(x, ALIGN, DYNAMIC):
 
 
 def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=0, DYNAMIC=0,
-           ALIGN=8):
+           ALIGN=8, SINK=0):
     n_rows, n_heads, head_dim = q.shape
-    if (BM + 2 * STAGES * BN) * HEAD_DIM * 2 + 2048 > SMEM_BYTES:
+    if (BM + 2 * STAGES * BN) * HEAD_DIM * 2 + 2048 + 16 * BM * SINK > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
     out = K.empty((n_rows, n_heads, head_dim), dtype=q.dtype, device=q.device)
     if n_rows == 0:
@@ -428,8 +445,8 @@ def launch(q, k, v, cu_seqlens_q, cu_seqlens_k, BM=128, BN=128, STAGES=2, PINGPO
     qp, kp, vp = _packed(q, ALIGN, DYNAMIC), _packed(k, ALIGN, DYNAMIC), _packed(v, ALIGN, DYNAMIC)
     if DYNAMIC:
         K.cute_launch_dynamic(_attention_host, qp, kp, vp, out, cu_seqlens_q, cu_seqlens_k, BM=BM, BN=BN,
-                              STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP)
+                              STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP, SINK=SINK)
     else:
         K.cute_launch(_attention_host, qp, kp, vp, out, cu_seqlens_q, cu_seqlens_k, BM=BM, BN=BN, STAGES=STAGES,
-                      PINGPONG=PINGPONG, OVERLAP=OVERLAP)
+                      PINGPONG=PINGPONG, OVERLAP=OVERLAP, SINK=SINK)
     return out

@@ -492,6 +492,18 @@ def _turn_pass(their_turn, PINGPONG: cutlass.Constexpr):
         cute.arch.barrier_arrive(barrier_id=their_turn, number_of_threads=256)
 
 
+@cute.jit
+def _sink_row_sums(ctid, row_sum: cute.Tensor, sink: cute.Tensor, SINK: cutlass.Constexpr):
+    """SINK 1: the row sums stored to shared memory (never read) before the wait for the PV product. Without it ptxas
+    schedules 82 of the 98 exponentials of a 192-key block, their sums and P's conversion after that wait (its SASS,
+    sm_90a, twenty-first session), so the softmax does not overlap the PV product that OVERLAP issued for it; ptxas
+    moves register arithmetic past the wait and past named barriers alike, but keeps a store, and with it everything
+    the store depends on, before the wait."""
+    if cutlass.const_expr(SINK == 1):
+        sink[(0, ctid)] = row_sum[0]
+        sink[(1, ctid)] = row_sum[1]
+
+
 @cute.kernel
 def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v: cute.CopyAtom, mVt,
                       out: cute.Tensor, cu_q: cute.Tensor, cu_k: cute.Tensor, scales: cute.Tensor,
@@ -499,7 +511,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                       k_layout: cute.ComposedLayout, vt_layout: cute.ComposedLayout,
                       BM: cutlass.Constexpr, BN: cutlass.Constexpr, STAGES: cutlass.Constexpr,
                       PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr, D: cutlass.Constexpr,
-                      EMU: cutlass.Constexpr):
+                      EMU: cutlass.Constexpr, SINK: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     m_blk, h, doc = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -523,6 +535,9 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
         sQ = smem.allocate_tensor(f8, q_layout.outer, 1024, q_layout.inner)       # (BM, 128)
         sK = smem.allocate_tensor(f8, k_layout.outer, 1024, k_layout.inner)       # (BN, 128, STAGES)
         sVt = smem.allocate_tensor(f8, vt_layout.outer, 1024, vt_layout.inner)    # (128, BN, STAGES)
+        sink = None
+        if cutlass.const_expr(SINK == 1):   # the row sums' slots, a pair a consumer thread (_sink_row_sums)
+            sink = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, BM * 2)), 16)
         producer = cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.Thread)
         consumers = cutlass.pipeline.CooperativeGroup(cutlass.pipeline.Agent.Thread, 8)   # two warpgroups' warps
         pipe_q = cutlass.pipeline.PipelineTmaAsync.create(
@@ -652,6 +667,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
                         pipe_k.consumer_release(kstate)
                         kstate.advance()
                         _online_softmax(s_mn, row_max, row_sum, alpha, m_scaled, part, c, BN, EMU)
+                        _sink_row_sums(ctid, row_sum, sink, SINK)
                         cute.nvgpu.warpgroup.wait_group(0)       # the PV is done: O and P may change
                         pipe_v.consumer_release(vstate)
                         vstate.advance()
@@ -683,7 +699,7 @@ def _attention_kernel(tma_q: cute.CopyAtom, mQ, tma_k: cute.CopyAtom, mK, tma_v:
 def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute.Tensor, cu_q: cute.Tensor,
                     cu_k: cute.Tensor, scales: cute.Tensor, stream, BM: cutlass.Constexpr, BN: cutlass.Constexpr,
                     STAGES: cutlass.Constexpr, PINGPONG: cutlass.Constexpr, OVERLAP: cutlass.Constexpr,
-                    EMU: cutlass.Constexpr = 0):
+                    EMU: cutlass.Constexpr = 0, SINK: cutlass.Constexpr = 0):
     f8 = cutlass.Float8E4M3FN
     # S = Q K^T: two warpgroups stacked along M, m64 x BN x k32, both operands K-major in shared memory
     mma_qk = cute.make_tiled_mma(cute.make_mma_atom(cute.nvgpu.warpgroup.MmaF8Op(
@@ -717,7 +733,7 @@ def _attention_host(q8: cute.Tensor, k8: cute.Tensor, vt: cute.Tensor, out: cute
     grid = (cute.ceil_div(q8.shape[0], BM), q8.shape[1], cu_q.shape[0] - 1)
     _attention_kernel(tma_q, mQ, tma_k, mK, tma_v, mVt, out, cu_q, cu_k, scales, mma_qk, mma_pv, q_layout,
                       k_layout, vt_layout, BM, BN, STAGES, PINGPONG, OVERLAP,
-                      HEAD_DIM, EMU).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
+                      HEAD_DIM, EMU, SINK).launch(grid=grid, block=(128 * (1 + BM // 64), 1, 1), stream=stream)
 
 
 def _amax(x, part, VEC32, BATCH):
@@ -766,9 +782,9 @@ def _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC=1):
     _quant_vt(v, part.select(0, 2), cu_seqlens, vt, scales.select(0, 2), vv, QVEC >= 2)
 
 
-def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0, EMU=0):
+def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1, DYNAMIC=0, QVEC=0, EMU=0, SINK=0):
     n_rows, n_heads, head_dim = q.shape
-    if (BM * HEAD_DIM + 2 * STAGES * BN * HEAD_DIM) + 2048 > SMEM_BYTES:
+    if (BM * HEAD_DIM + 2 * STAGES * BN * HEAD_DIM) + 2048 + 16 * BM * SINK > SMEM_BYTES:
         raise ValueError(f"BM={BM}, BN={BN}, STAGES={STAGES} need more shared memory than the H200 has")
     out = K.empty((n_rows, n_heads, head_dim), dtype=q.dtype, device=q.device)
     if n_rows == 0:
@@ -783,8 +799,8 @@ def launch(q, k, v, cu_seqlens, BM=128, BN=128, STAGES=2, PINGPONG=0, OVERLAP=1,
     _quantize(q, k, v, cu_seqlens, part, scales, q8, k8, vt, QVEC)
     if DYNAMIC:
         K.cute_launch_dynamic(_attention_host, q8, k8, vt, out, cu_seqlens, cu_seqlens, scales, BM=BM, BN=BN,
-                              STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP, EMU=EMU)
+                              STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP, EMU=EMU, SINK=SINK)
     else:
         K.cute_launch(_attention_host, q8, k8, vt, out, cu_seqlens, cu_seqlens, scales, BM=BM, BN=BN,
-                      STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP, EMU=EMU)
+                      STAGES=STAGES, PINGPONG=PINGPONG, OVERLAP=OVERLAP, EMU=EMU, SINK=SINK)
     return out
