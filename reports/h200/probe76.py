@@ -193,7 +193,7 @@ def choice(out_path):
         t = json.load(f)["timing"]
     g = {n: math.exp(sum(math.log(r["p50_us"][n]) for r in t) / len(t)) for n in CONFIGS if n != "q1e0"}
     best = min(g, key=g.get)
-    print(",".join(f"{k}={v}" for k, v in CONFIGS[best].items() if v != HEUR[k]))
+    print(",".join(f"{k}={v}" for k, v in CONFIGS[best].items() if v != HEUR.get(k)))
 
 
 def main():
