@@ -14,7 +14,8 @@ QVEC 1 and 3, and each pass alone (amax and row pass at BATCH 1 and 8, V^T with 
 paired ratio CIs against SDPA cuDNN and against the promoted config. Then the dense template at h3_full (SDPA cuDNN,
 its promoted config, SINK 1, PINGPONG 1 with SINK 1; rel-L2 against SDPA cuDNN and the fp32 reference on 4 heads).
 --choice: the config with the least geometric mean of its p50s over the buckets (from OUT.json), as --first's list.
-Usage: python reports/h200/probe76.py OUT.json [REPS] --smoke | --timing | --choice"""
+--second: the second config set (QVEC 2 with SINK; no dense part), for --timing and --choice alike.
+Usage: python reports/h200/probe76.py OUT.json [REPS] --smoke | --timing | --choice [--second]"""
 import json
 import math
 import os
@@ -38,6 +39,9 @@ HEUR = load_space("attention_fp8").select("attention_fp8_cute").heuristic()    #
 CONFIGS = {"q1e0": HEUR, "q1e0s1": {**HEUR, "SINK": 1}, "q3e0": {**HEUR, "QVEC": 3},
            "q3e0s1": {**HEUR, "QVEC": 3, "SINK": 1}, "q3e1s1": {**HEUR, "QVEC": 3, "EMU": 1, "SINK": 1},
            "q3e2s1": {**HEUR, "QVEC": 3, "EMU": 2, "SINK": 1}}
+if "--second" in sys.argv:   # run 76's second set (after its H100 call b): QVEC 2 with SINK, fewer EMU variants
+    CONFIGS = {"q1e0": HEUR, "q1e0s1": {**HEUR, "SINK": 1}, "q2e0s1": {**HEUR, "QVEC": 2, "SINK": 1},
+               "q3e0s1": {**HEUR, "QVEC": 3, "SINK": 1}, "q2e2s1": {**HEUR, "QVEC": 2, "EMU": 2, "SINK": 1}}
 # the dense template (attention_cute): the promoted kernel's config (attention_cute-1eeed680ba08) and SINK 1
 DENSE = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 1, "DYNAMIC": 1}
 DENSE_CONFIGS = {"dense": DENSE, "dense_s1": {**DENSE, "SINK": 1}, "dense_pp_s1": {**DENSE, "PINGPONG": 1, "SINK": 1}}
@@ -180,6 +184,8 @@ def timing(op, out_path, reps):
     for bucket in ("h3_full", "h3_stage1", "ltx_video"):
         res["timing"].append(time_bucket(op, bucket, reps))
         dump(res, out_path)
+    if "--second" in sys.argv:    # the dense template's SINK was slower in the first set (H100): left out
+        return
     try:
         res["dense"] = time_dense(reps)
     except Exception as e:   # noqa: BLE001 - a probe: record the failure

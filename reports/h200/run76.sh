@@ -10,7 +10,8 @@
 #      c: the judged search of attention_fp8 with the CuTe template, one candidate: the config of probe 76 with the
 #         least geometric-mean time over its buckets (--first: a sweep's config, not the search's), the real lock,
 #         the default 40 repetitions (as run 71's promotion)
-STEP=${1:?usage: run76.sh a|b|c}
+#   t (instead of b, on the H200 after b ran on an H100): probe 76's timing with its second config set (--second)
+STEP=${1:?usage: run76.sh a|b|t|c}
 . reports/h200/lib.sh
 if [ "$STEP" = a ]; then
   stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
@@ -31,9 +32,14 @@ if [ "$STEP" = b ]; then
     echo "smoke test failed: no timing"
   fi
   cp "$R/commands.txt" "$OUT/"
+elif [ "$STEP" = t ]; then   # after call b on the H100: timing only, the second config set
+  echo "python3 reports/h200/probe76.py probe76.json 10 --timing --second" >> "$R/commands.txt"
+  run timing 360 python3 reports/h200/probe76.py "$R/probe76.json" 10 --timing --second
+  cp "$R/probe76.json" "$R/timing.log" "$R/commands.txt" "$OUT/" 2>/dev/null
 elif [ "$STEP" = c ]; then
   J=$R/probe76.json; [ -e "$J" ] || J=reports/h200/run76/probe76.json
-  FIRST=$(python3 reports/h200/probe76.py "$J" --choice)
+  SECOND=""; grep -q q2e0s1 "$J" && SECOND=--second
+  FIRST=$(python3 reports/h200/probe76.py "$J" --choice $SECOND)
   echo "python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0" \
     "--first $FIRST --budget 1,4m" >> "$R/commands.txt"
   run search 560 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
