@@ -339,7 +339,7 @@ def _sass(ptx_path: str, tmp_path) -> list[str]:
     ptx_ver = {(12, 8): "8.7", (12, 9): "8.8"}.get((int(cuda_ver[1]), int(cuda_ver[2]))) if cuda_ver else None
     if ptx_ver is None:
         pytest.skip(f"unknown ptxas version: {ver.strip()[-80:]}")
-    src = re.sub(r"^\.version \d+\.\d+", f".version {ptx_ver}", Path(ptx_path).read_text(), flags=re.M)
+    src = re.sub(r"^\.version \d+\.\d+", f".version {ptx_ver}", Path(ptx_path).read_text(), flags=re.MULTILINE)
     (tmp_path / "k.ptx").write_text(src)
     r = subprocess.run([str(ptxas), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
                        capture_output=True, text=True, check=False)
