@@ -14,7 +14,7 @@ QVEC 1 and 3, and each pass alone (amax and row pass at BATCH 1 and 8, V^T with 
 paired ratio CIs against SDPA cuDNN and against the promoted config. Then the dense template at h3_full (SDPA cuDNN,
 its promoted config, SINK 1, PINGPONG 1 with SINK 1; rel-L2 against SDPA cuDNN and the fp32 reference on 4 heads).
 --choice: the config with the least geometric mean of its p50s over the buckets (from OUT.json), as --first's list.
---second: the second config set (QVEC 2 with SINK, and without PINGPONG; no dense part), for --timing and --choice alike.
+--second: the second config set (QVEC 2 with SINK, without PINGPONG, with 3 stages; no dense part), for --timing and --choice alike.
 Usage: python reports/h200/probe76.py OUT.json [REPS] --smoke | --timing | --choice [--second]"""
 import json
 import math
@@ -42,7 +42,8 @@ CONFIGS = {"q1e0": HEUR, "q1e0s1": {**HEUR, "SINK": 1}, "q3e0": {**HEUR, "QVEC":
 if "--second" in sys.argv:   # run 76's second set (after its H100 call b): QVEC 2 with SINK, fewer EMU variants
     CONFIGS = {"q1e0": HEUR, "q1e0s1": {**HEUR, "SINK": 1}, "q2e0s1": {**HEUR, "QVEC": 2, "SINK": 1},
                "q3e0s1": {**HEUR, "QVEC": 3, "SINK": 1}, "q2e2s1": {**HEUR, "QVEC": 2, "EMU": 2, "SINK": 1},
-               "q2e0s1pp0": {**HEUR, "QVEC": 2, "SINK": 1, "PINGPONG": 0}}
+               "q2e0s1pp0": {**HEUR, "QVEC": 2, "SINK": 1, "PINGPONG": 0},
+               "q2e0s1st3": {**HEUR, "QVEC": 2, "SINK": 1, "STAGES": 3}}
 # the dense template (attention_cute): the promoted kernel's config (attention_cute-1eeed680ba08) and SINK 1
 DENSE = {"BM": 128, "BN": 128, "STAGES": 2, "PINGPONG": 0, "OVERLAP": 1, "DYNAMIC": 1}
 DENSE_CONFIGS = {"dense": DENSE, "dense_s1": {**DENSE, "SINK": 1}, "dense_pp_s1": {**DENSE, "PINGPONG": 1, "SINK": 1}}
