@@ -9,7 +9,8 @@
 #   call 3 (same carry as call 2, warm machine): ... bash reports/h200/run76.sh c
 #      c: the judged search of attention_fp8 with the CuTe template, one candidate: the config of probe 76 with the
 #         least geometric-mean time over its buckets (--first: a sweep's config, not the search's), the real lock,
-#         the default 40 repetitions (as run 71's promotion)
+#         the default 40 repetitions (as run 71's promotion); if it promoted, one H3 block at 38,272 rows with dense
+#         and FP8 attention, bf16 and e4m3 linears (runtime.bench_h200, as run 71 d)
 #   t (instead of b, on the H200 after b ran on an H100): probe 76's timing with its second config set (--second)
 STEP=${1:?usage: run76.sh a|b|t|c}
 . reports/h200/lib.sh
@@ -45,6 +46,12 @@ elif [ "$STEP" = c ]; then
   run search 560 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
     --seed 0 --first "$FIRST" --budget 1,4m --summary-out "$R/search.json"
   python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
+  if ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then   # the judge promoted: one H3 block with it (run 71 d)
+    echo "python3 -m runtime.bench_h200 --out $R/bench_block.json --blocks 2 --skip-request --block-reps 5" \
+      "--attention dense fp8 --precision bf16 fp8" >> "$R/commands.txt"
+    run block 200 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5 \
+      --attention dense fp8 --precision bf16 fp8
+  fi
   cp "$R/commands.txt" "$OUT/"
   tar -czf "$OUT/run76c.tgz" -C /tmp run76 -C "$PWD" verified_kernels
 fi
