@@ -197,6 +197,19 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
         x7 = x0                                  # absent: never read
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD == 2:   # h made twice from r read back, for the amax and for the bytes: nothing held across pieces
+        tl.debug_barrier()                      # r stored by this program's threads is read back
+        abits = tl.zeros((), tl.int32)
+        for k in tl.static_range(NP):
+            _, abits = _h(_r(r_ptr, row, n_cols, stride_rr, k, PIECE), rstd, t64, n_cols, w_ptr, shift_ptr,
+                          scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, abits, k, PIECE)
+        qscale, bad = _row_scale(abits)
+        for k in tl.static_range(NP):
+            hk, _ = _affine(_r(r_ptr, row, n_cols, stride_rr, k, PIECE), rstd, t64, n_cols, w_ptr, shift_ptr,
+                            scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, k, PIECE)
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT)
+        tl.store(s_ptr + row, qscale)
+        return
     if RELOAD:
         tl.debug_barrier()                      # r stored by this program's threads is read back
         x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE)

@@ -167,6 +167,20 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
         x7 = x0                                  # absent: never read
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD == 2:   # h made twice from x read again, for the amax and for the bytes: nothing held across pieces
+        abits = tl.zeros((), tl.int32)
+        for k in tl.static_range(NP):
+            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "")
+            _, abits = _h(xk, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                          stride_scr, stride_scc, abits, k, PIECE)
+        qscale, bad = _row_scale(abits)
+        for k in tl.static_range(NP):
+            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "")
+            hk, _ = _affine(xk, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                            stride_scr, stride_scc, k, PIECE)
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT)
+        tl.store(s_ptr + row, qscale)
+        return
     if RELOAD:
         x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "")
     h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
