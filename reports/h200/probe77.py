@@ -14,9 +14,10 @@ import sys
 import torch
 
 sys.path.insert(0, "reports/h200")
-import probe73_producers as P  # noqa: E402
-from rsi.refs import get_op_group  # noqa: E402
-from rsi.templates import gate_residual_modulate_fp8_warp, modulate_fp8_warp  # noqa: E402
+import probe73_producers as P
+
+from rsi.refs import get_op_group
+from rsi.templates import gate_residual_modulate_fp8_warp, modulate_fp8_warp
 
 P.VARIANTS = {op: {f"w{w}_s{st}_reload{rl}": (fn, {"num_warps": w, "STREAM": st, "QUOT": 1, "RELOAD": rl})
                    for w, st, rl in ((1, 1, 1), (4, 1, 1), (1, 1, 2), (1, 0, 2), (2, 1, 2), (4, 1, 2))}

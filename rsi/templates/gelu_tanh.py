@@ -15,6 +15,7 @@ import triton.language as tl
 
 from rsi import kernel as K
 
+
 @triton.jit
 def _gelu(x):
     # sqrt(2 / pi) and 0.044715 as literals: a @jit function may read module globals only when they are
