@@ -36,6 +36,17 @@ def load(op):
     spec = importlib.util.spec_from_file_location("tpl_" + op, f"rsi/templates/{op}.py")
     m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
 
+def stack(cubin):   # the kernel's stack frame in bytes (spills live there) by Triton's cuobjdump; None without it
+    import subprocess, tempfile
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin); f.flush()
+        got = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"STACK:(\d+)", got)
+    return int(m.group(1)) if m else None
+
 def compile_(fn, types, const, **options):
     sig = {n: types.get(n, "constexpr" if n in const else "i32") for n in fn.arg_names}
     try:
@@ -49,7 +60,7 @@ def compile_(fn, types, const, **options):
     pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
             r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d",
             r"ld\.shared", r"bar\.sync")
-    return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared,
+    return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared, "stack": stack(k.asm["cubin"]),
             "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
 out = {}
@@ -109,6 +120,9 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
     out[op + "_quot"] = compile_(fn, types, {**wconst, "QUOT": 1}, num_warps=1, enable_fp_fusion=False)
     out[op + "_reload"] = compile_(fn, types, {**wconst, "RELOAD": 1}, num_warps=4, enable_fp_fusion=False)
+    for reload in (1, 2):
+        out[f"{op}_reload{reload}_w1"] = compile_(fn, types, {**wconst, "QUOT": 1, "RELOAD": reload}, num_warps=1,
+                                                  enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -195,3 +209,8 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         # RELOAD at 4 warps (gate_residual_modulate_fp8_warp's heuristic): the tree's cross-warp levels and, for the
         # residual, the barrier before r is read back take shared memory and bar.sync
         assert "bar.sync" in r[name + "_reload"]["ops"] and "sqrt.rn.f32" in r[name + "_reload"]["ops"], name
+        # RELOAD 2 at one warp (h made twice, nothing held across pieces): no spills to speak of, where RELOAD 1 at
+        # one warp (the locked configs) spills thousands of bytes a thread (probe 77's motivation)
+        one, two = r[name + "_reload1_w1"]["stack"], r[name + "_reload2_w1"]["stack"]
+        if one is not None:
+            assert two <= 64 < 1024 <= one, (name, one, two)
