@@ -25,6 +25,9 @@ quotient (QUOT 1: the row reciprocal and a Markstein correction, rsi/refs/fp8_qu
 converted with ``cvt.rn.satfinite``. Launched with ``enable_fp_fusion=False`` (no fma in the squares' sums or in
 modulate's roundings). RELOAD 1 does not hold the row between its sum of squares and h: each piece of r is read again (an L2 hit) for
 h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
+RELOAD 2 holds nothing across pieces: each piece of r is read again to make h for the row's amax, and a third
+time to make h again for the bytes (RELOAD 1's held h spills thousands of bytes a thread at one warp;
+tests/unit/test_fp8_compile.py).
 Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
