@@ -1,10 +1,9 @@
 """Probe 77, producers (twenty-second session; outside the judge, not a verdict): the eight-piece templates' RELOAD 2
 (h made twice from x read again, for the row's amax and then for the bytes; nothing held across pieces) against the
 bf16 ops they replace and the locked producers (issue 12's goal: the producer no slower than the bf16 op + 5%, ratio
->= 0.952). Measured first on the CPU (sm_90a build by Triton 3.6, cuobjdump --dump-resource-usage): at one warp
-modulate_fp8_warp with RELOAD 1 (the locked config) holds 128 registers and a 4,784-byte stack (6 KB of spill stores
-a thread), RELOAD 2 188 registers and no stack; gate_residual_modulate_fp8_warp 168 registers and a 3,904-byte stack
-against 255 and 16 bytes.
+>= 0.952). Measured first on the CPU (Triton 3.6's sm_90a cubin with a launch's divisibility, cuobjdump): at one
+warp and H3's width modulate_fp8_warp with RELOAD 1 (the locked config) holds 255 registers (8 programs an SM) and
+runs 5,560 warp instructions a row; RELOAD 2 95 registers and 7,032 (docs/kernels.md).
 The loop is probe 73's (reports/h200/probe73_producers.py: one interleaved loop per op group and bucket, L2 flushed
 before every call, each variant checked bitwise first; ratio = paired bf16 op / variant, median and 95% CI).
 Usage: python reports/h200/probe77.py OUT.json [REPS]"""

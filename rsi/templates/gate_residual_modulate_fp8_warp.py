@@ -26,8 +26,8 @@ converted with ``cvt.rn.satfinite``. Launched with ``enable_fp_fusion=False`` (n
 modulate's roundings). RELOAD 1 does not hold the row between its sum of squares and h: each piece of r is read again (an L2 hit) for
 h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
 RELOAD 2 holds nothing across pieces: each piece of r is read again to make h for the row's amax, and a third
-time to make h again for the bytes (RELOAD 1's held h spills thousands of bytes a thread at one warp;
-tests/unit/test_fp8_compile.py).
+time to make h again for the bytes: fewer registers (more rows in flight), more instructions
+(tests/unit/test_fp8_compile.py, docs/kernels.md).
 Config: num_warps, STREAM, QUOT, RELOAD.
 """
 

@@ -20,8 +20,8 @@ modulate's roundings). STREAM = 1 loads x with ``.cg`` and stores h8 with ``.cs`
 RELOAD 1 does not hold the row between its sum of squares and h: each piece of x is read again (an L2 hit) for
 h, which frees the registers the pieces take (more rows in flight, more L2 traffic).
 RELOAD 2 holds nothing across pieces: each piece of x is read again to make h for the row's amax, and a third
-time to make h again for the bytes (RELOAD 1's held h spills thousands of bytes a thread at one warp;
-tests/unit/test_fp8_compile.py).
+time to make h again for the bytes: fewer registers (more rows in flight), more instructions
+(tests/unit/test_fp8_compile.py, docs/kernels.md).
 Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
