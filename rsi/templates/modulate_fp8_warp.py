@@ -22,6 +22,7 @@ h, which frees the registers the pieces take (more rows in flight, more L2 traff
 RELOAD 2 holds nothing across pieces: each piece of x is read again to make h for the row's amax, and a third
 time to make h again for the bytes: fewer registers (more rows in flight), more instructions
 (tests/unit/test_fp8_compile.py, docs/kernels.md).
+The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
 Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
@@ -104,18 +105,28 @@ def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.co
 
 
 @triton.jit
-def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr, XMOD: tl.constexpr):
+def _in(cols, n_cols, K_: tl.constexpr, NFULL: tl.constexpr):
+    """The columns of piece K_ inside the row: all of them (a constant, no mask) for the NFULL pieces before H."""
+    if K_ < NFULL:
+        return tl.full(cols.shape, True, tl.int1)
+    return cols < n_cols
+
+
+@triton.jit
+def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr, XMOD: tl.constexpr,
+       NFULL: tl.constexpr):
     """Piece K_ of the row (bf16, zeros past H)."""
     cols = K_ * PIECE + tl.arange(0, PIECE)
-    return tl.load(x_ptr + row_off + cols * stride_xc, mask=cols < n_cols, other=0.0, cache_modifier=XMOD)
+    return tl.load(x_ptr + row_off + cols * stride_xc, mask=_in(cols, n_cols, K_, NFULL), other=0.0,
+                   cache_modifier=XMOD)
 
 
 @triton.jit
 def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr):
+            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
     """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
     cols = K_ * PIECE + tl.arange(0, PIECE)
-    m = cols < n_cols
+    m = _in(cols, n_cols, K_, NFULL)
     w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
     sh = tl.load(shift_ptr + t64 * stride_shr + cols * stride_shc, mask=m, other=0.0, eviction_policy="evict_last")
@@ -128,17 +139,17 @@ def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_
 
 @triton.jit
 def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, SMOD: tl.constexpr,
-         QUOT: tl.constexpr):
+         QUOT: tl.constexpr, NFULL: tl.constexpr):
     cols = K_ * PIECE + tl.arange(0, PIECE)
     q = _quantise(h.to(tl.float32), scale, bad, QUOT)
-    tl.store(q_ptr + q_off + cols, q, mask=cols < n_cols, cache_modifier=SMOD)
+    tl.store(q_ptr + q_off + cols, q, mask=_in(cols, n_cols, K_, NFULL), cache_modifier=SMOD)
 
 
 @triton.jit
 def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
-       abits, K_: tl.constexpr, PIECE: tl.constexpr):
+       abits, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
     h, b = _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, K_, PIECE)
+                   stride_scc, K_, PIECE, NFULL)
     return h, tl.maximum(abits, b)
 
 
@@ -146,26 +157,27 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
 def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
                               stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
                               stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr):
+                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
+                              NFULL: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     xo = row * stride_xr
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
-    x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, XMOD)
-    x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, XMOD)
-    x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, XMOD)
-    x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, XMOD)
-    x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, XMOD)
+    x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, XMOD, NFULL)
+    x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, XMOD, NFULL)
+    x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, XMOD, NFULL)
+    x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, XMOD, NFULL)
+    x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, XMOD, NFULL)
     if NP > 5:
-        x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, XMOD)
+        x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, XMOD, NFULL)
     else:
         x5 = x0                                  # absent: never read
     if NP > 6:
-        x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, XMOD)
+        x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, XMOD, NFULL)
     else:
         x6 = x0                                  # absent: never read
     if NP > 7:
-        x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, XMOD)
+        x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, XMOD, NFULL)
     else:
         x7 = x0                                  # absent: never read
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
@@ -173,65 +185,65 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
     if RELOAD == 2:   # h made twice from x read again, for the amax and for the bytes: nothing held across pieces
         abits = tl.zeros((), tl.int32)
         for k in tl.static_range(NP):
-            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "")
+            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "", NFULL)
             _, abits = _h(xk, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                          stride_scr, stride_scc, abits, k, PIECE)
+                          stride_scr, stride_scc, abits, k, PIECE, NFULL)
         qscale, bad = _row_scale(abits)
         for k in tl.static_range(NP):
-            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "")
+            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, "", NFULL)
             hk, _ = _affine(xk, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                            stride_scr, stride_scc, k, PIECE)
-            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT)
+                            stride_scr, stride_scc, k, PIECE, NFULL)
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT, NFULL)
         tl.store(s_ptr + row, qscale)
         return
     if RELOAD:
-        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "")
+        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "", NFULL)
     h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                        stride_scr, stride_scc, 0, PIECE)
+                        stride_scr, stride_scc, 0, PIECE, NFULL)
     if RELOAD:
-        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, "")
+        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, "", NFULL)
     h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 1, PIECE)
+                   stride_scc, abits, 1, PIECE, NFULL)
     if RELOAD:
-        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, "")
+        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, "", NFULL)
     h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 2, PIECE)
+                   stride_scc, abits, 2, PIECE, NFULL)
     if RELOAD:
-        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, "")
+        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, "", NFULL)
     h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 3, PIECE)
+                   stride_scc, abits, 3, PIECE, NFULL)
     if RELOAD:
-        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, "")
+        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, "", NFULL)
     h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 4, PIECE)
+                   stride_scc, abits, 4, PIECE, NFULL)
     if NP > 5:
         if RELOAD:
-            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, "")
+            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, "", NFULL)
         h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 5, PIECE)
+                       stride_scr, stride_scc, abits, 5, PIECE, NFULL)
     if NP > 6:
         if RELOAD:
-            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, "")
+            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, "", NFULL)
         h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 6, PIECE)
+                       stride_scr, stride_scc, abits, 6, PIECE, NFULL)
     if NP > 7:
         if RELOAD:
-            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, "")
+            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, "", NFULL)
         h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 7, PIECE)
+                       stride_scr, stride_scc, abits, 7, PIECE, NFULL)
     qscale, bad = _row_scale(abits)
     qo = row * stride_q
-    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, SMOD, QUOT)
-    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, SMOD, QUOT)
-    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, SMOD, QUOT)
-    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, SMOD, QUOT)
-    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, SMOD, QUOT)
+    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, SMOD, QUOT, NFULL)
     if NP > 5:
-        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, SMOD, QUOT)
+        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, SMOD, QUOT, NFULL)
     if NP > 6:
-        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, SMOD, QUOT)
+        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, SMOD, QUOT, NFULL)
     if NP > 7:
-        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, SMOD, QUOT)
+        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, SMOD, QUOT, NFULL)
     tl.store(s_ptr + row, qscale)
 
 
@@ -246,6 +258,7 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
             shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
             PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
+            NFULL=n_cols // piece,
             num_warps=num_warps,
             enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
     return h8, h_scale

@@ -117,7 +117,7 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
                  ("gate_residual_modulate_fp8_warp", "_gate_residual_modulate_fp8_warp_kernel")):
     m = load(op)
     wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
-              "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
+              "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "NFULL": 5, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
               "RELOAD": 0}
     fn = getattr(m, kern)
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
