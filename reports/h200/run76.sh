@@ -43,13 +43,13 @@ elif [ "$STEP" = c ]; then
   FIRST=$(python3 reports/h200/probe76.py "$J" --choice $SECOND)
   echo "python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0" \
     "--first $FIRST --budget 1,4m" >> "$R/commands.txt"
-  run search 560 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
+  run search 420 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
     --seed 0 --first "$FIRST" --budget 1,4m --summary-out "$R/search.json"
   python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
   if ! sha256sum -c --quiet "$R/lock.txt" 2>/dev/null; then   # the judge promoted: one H3 block with it (run 71 d)
     echo "python3 -m runtime.bench_h200 --out $R/bench_block.json --blocks 2 --skip-request --block-reps 5" \
       "--attention dense fp8 --precision bf16 fp8" >> "$R/commands.txt"
-    run block 200 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5 \
+    run block 140 python3 -m runtime.bench_h200 --out "$R/bench_block.json" --blocks 2 --skip-request --block-reps 5 \
       --attention dense fp8 --precision bf16 fp8
   fi
   cp "$R/commands.txt" "$OUT/"

@@ -23,6 +23,8 @@ RELOAD 2 holds nothing across pieces: each piece of x is read again to make h fo
 time to make h again for the bytes: fewer registers (more rows in flight), more instructions
 (tests/unit/test_fp8_compile.py, docs/kernels.md).
 The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
+RELOAD 3 is RELOAD 2 with each piece's operands (x, w, the scale and shift rows) loaded while the piece before it
+is made, the first piece's before the sum of squares (which they do not need): the loads' latency off the chain.
 Config: num_warps, STREAM, QUOT, RELOAD.
 """
 
@@ -122,19 +124,35 @@ def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr,
 
 
 @triton.jit
-def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
-    """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
+def _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+         K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+    """Piece K_ of w and of the row's AdaLN scale and shift rows (bf16, zeros past H)."""
     cols = K_ * PIECE + tl.arange(0, PIECE)
     m = _in(cols, n_cols, K_, NFULL)
     w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
     sh = tl.load(shift_ptr + t64 * stride_shr + cols * stride_shc, mask=m, other=0.0, eviction_policy="evict_last")
+    return w, sc, sh
+
+
+@triton.jit
+def _made(x, w, sc, sh, rstd, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+    """h (bf16) of piece K_ from its loaded operands in modulate's eager roundings, and its largest |h| bit pattern."""
+    m = _in(K_ * PIECE + tl.arange(0, PIECE), n_cols, K_, NFULL)
     n = (x.to(tl.float32) * rstd * w.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
     s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
     p = (n * s1).to(tl.bfloat16).to(tl.float32)
     h = tl.where(m, (p + sh.to(tl.float32)).to(tl.bfloat16), 0.0)
     return h, tl.max(h.to(tl.int16, bitcast=True) & 0x7FFF, 0)
+
+
+@triton.jit
+def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+    """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
+    w, sc, sh = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                     stride_scc, K_, PIECE, NFULL)
+    return _made(x, w, sc, sh, rstd, n_cols, K_, PIECE, NFULL)
 
 
 @triton.jit
@@ -180,8 +198,34 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
         x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, XMOD, NFULL)
     else:
         x7 = x0                                  # absent: never read
+    if RELOAD == 3:   # the first piece's operands again, issued before the sum of squares that they do not need
+        xa = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, "", NFULL)
+        wa, sca, sha = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                            stride_scc, 0, PIECE, NFULL)
     ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    if RELOAD == 3:   # RELOAD 2 with each piece's operands loaded while the piece before it is made
+        abits = tl.zeros((), tl.int32)
+        for k in tl.static_range(NP):
+            # the next piece's operands; after the amax pass's last piece, the bytes pass's first
+            xb = _x(x_ptr, xo, n_cols, stride_xc, (k + 1) % NP, PIECE, "", NFULL)
+            wb, scb, shb = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                                stride_scr, stride_scc, (k + 1) % NP, PIECE, NFULL)
+            _, b = _made(xa, wa, sca, sha, rstd, n_cols, k, PIECE, NFULL)
+            abits = tl.maximum(abits, b)
+            xa, wa, sca, sha = xb, wb, scb, shb
+        qscale, bad = _row_scale(abits)
+        for k in tl.static_range(NP):
+            if k + 1 < NP:
+                xb = _x(x_ptr, xo, n_cols, stride_xc, k + 1, PIECE, "", NFULL)
+                wb, scb, shb = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                                    stride_scr, stride_scc, k + 1, PIECE, NFULL)
+            hk, _ = _made(xa, wa, sca, sha, rstd, n_cols, k, PIECE, NFULL)
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT, NFULL)
+            if k + 1 < NP:
+                xa, wa, sca, sha = xb, wb, scb, shb
+        tl.store(s_ptr + row, qscale)
+        return
     if RELOAD == 2:   # h made twice from x read again, for the amax and for the bytes: nothing held across pieces
         abits = tl.zeros((), tl.int32)
         for k in tl.static_range(NP):

@@ -159,10 +159,14 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 
 @pytest.mark.parametrize("op", WARP)
 @pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 0, "num_warps": 1}, {"RELOAD": 1, "num_warps": 2},
-                                    {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2}])
+                                    {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2},
+                                    {"RELOAD": 3, "num_warps": 1}])
 def test_warp_template_bitwise(op, change):
-    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (RELOAD 1), QUOT 0, RELOAD 0, 1, 2:
+    """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (RELOAD 1), QUOT 0, RELOAD 0-3 (3:
+    modulate_fp8_warp only):
     every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
+    if change.get("RELOAD") == 3 and op != "modulate_fp8":
+        pytest.skip("RELOAD 3 is modulate_fp8_warp's")
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
     tpl = _module(template_source(space.template), f"tpl_{op}_warp_{'_'.join(map(str, change.values()))}")
@@ -176,13 +180,13 @@ def test_warp_template_bitwise(op, change):
 @pytest.mark.parametrize("hidden", [1700, 2048])
 def test_warp_template_seven_and_eight_pieces(op, hidden):
     """Widths whose rows fill seven (1700: pieces of 256) and all eight pieces (2048), which the op groups' shapes do
-    not reach (5376 fills six, 1000 five): the whole kernel bitwise with RELOAD 0, 1 and 2."""
+    not reach (5376 fills six, 1000 five): the whole kernel bitwise with RELOAD 0, 1, 2 (and 3, modulate_fp8's)."""
     from rsi.contract import Shape
 
     g = get_op_group(op)
     tpl = _module(template_source(f"{op}_warp"), f"tpl_{op}_warp_np_{hidden}")
     inputs = g.make_inputs(Shape("pieces", {"rows": 3, "hidden": hidden, "table": 6}), 9, "cpu")
-    for reload in (0, 1, 2):
+    for reload in (0, 1, 2, 3) if op == "modulate_fp8" else (0, 1, 2):
         why = _bitwise(tpl.launch(*inputs, **{**load_space(op).select(f"{op}_warp").heuristic(), "RELOAD": reload}),
                        g.reference(*inputs))
         assert not why, (hidden, reload, why)
