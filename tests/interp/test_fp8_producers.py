@@ -160,7 +160,7 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 @pytest.mark.parametrize("op", WARP)
 @pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 0, "num_warps": 1}, {"RELOAD": 1, "num_warps": 2},
                                     {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2},
-                                    {"RELOAD": 3, "num_warps": 1}])
+                                    {"RELOAD": 3, "num_warps": 1}, {"RELOAD": 3, "num_warps": 2}])
 def test_warp_template_bitwise(op, change):
     """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (RELOAD 1), QUOT 0, RELOAD 0-3 (3:
     modulate_fp8_warp only):
