@@ -6,6 +6,7 @@
 #   stash_cute_part1     call 1 of a CuTe carry: keep .cute/part1 on the machine for call 2 (30 s idle between)
 #   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
+#   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 set -o pipefail
 
 setup_run() {
@@ -42,4 +43,10 @@ run() {  # name, cap (s), command...
   local t0=$SECONDS
   timeout -s INT "$cap" "$@" > "$R/$name.log" 2>&1; echo "$name exit $? in $((SECONDS - t0)) s"
   grep -v "Warning\|warnings.warn" "$R/$name.log" | tail -12
+}
+
+detect_target() {  # from run 79 on (runs 75 and 78 repeat these lines)
+  T=$(python3 -c "from rsi.targets import detect_local; t = detect_local(); print(t.name if t else 'none')")
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/gpu.txt"
+  echo "target $T: $(tail -1 "$R/gpu.txt")"
 }

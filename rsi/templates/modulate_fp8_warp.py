@@ -40,7 +40,6 @@ MIN_PIECE = 256                          # columns a piece at least: 32 lanes x 
 E4M3_MAX = tl.constexpr(448.0)
 NONFINITE_BITS = tl.constexpr(0x7F80)    # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
 NAN_BITS = tl.constexpr(0x7FC00000)      # the fp32 NaN of a non-finite row's scale
-NAN_BYTE = tl.constexpr(0x7F)            # e4m3fn's NaN
 TINY_SCALE = tl.constexpr(2.0**-64)      # below it the row is lifted by 2**64 so that its reciprocal stays finite
 LIFT = tl.constexpr(2.0**64)
 
@@ -57,7 +56,7 @@ def _row_scale(abits):
 
 @triton.jit
 def _quantise(hf, scale, bad, QUOT: tl.constexpr):
-    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN bytes where bad (all broadcast to hf)."""
+    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN (0x7F) where bad (all broadcast to hf)."""
     if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
         nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
         sk = scale * -nk
@@ -67,8 +66,8 @@ def _quantise(hf, scale, bad, QUOT: tl.constexpr):
         q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
     else:
         q = tl.div_rn(hf, scale)
-    q = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
-    return tl.where(bad, NAN_BYTE, q).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+    nan = tl.full(q.shape, NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    return tl.where(bad, nan, q).to(tl.float8e4nv)   # selected in fp32: +NaN converts to 0x7F, e4m3fn's NaN
 
 
 @triton.jit

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Device run 79 (twenty-third session): the fused producers with the quantiser's NaN selected in fp32
+# (reports/h200/probe79.py).
+#   p: the producers' GPU tests, then probe 79 (outside the judge; REPS, default 15): modulate_fp8, gate_residual_modulate_fp8 and swiglu_fp8, the locked kernels
+#      beside the templates' configs, against the bf16 ops
+#   j: for each op group, the judged search of probe 79's fastest bitwise variant (geometric mean over the buckets;
+#      --first: a sweep's config, not the search's; --reps 20 as runs 74 b and 75) where it is faster than the
+#      locked kernel there (swiglu_fp8 first: the nearest the goal); needs p's probe79.json (same warm machine, or reports/h200/run79/probe79.json)
+# On an H200 (the judges' huge shapes do not fit an H100's 80 GB), carry [".whl", ".tools"]:
+#   RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run79.sh p   (then j)
+STEP=${1:?usage: run79.sh p|j}
+. reports/h200/lib.sh
+setup_run run79
+install_whl .whl || exit 1
+export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+detect_target
+if [ "$STEP" = p ]; then   # the six producer templates bitwise on this GPU (the NaN rows among the special cases)
+  echo "python3 -m pytest tests/unit/test_fp8_gpu.py -k producer -v -p no:xdist -p no:cacheprovider -o addopts=''" \
+    >> "$R/commands.txt"
+  run gputests 150 python3 -m pytest tests/unit/test_fp8_gpu.py -k producer -v -p no:xdist -p no:cacheprovider \
+    -o addopts=''
+  echo "python3 reports/h200/probe79.py probe79.json ${REPS:-15}" >> "$R/commands.txt"
+  run probe79 380 python3 reports/h200/probe79.py "$R/probe79.json" "${REPS:-15}"
+  cp "$R/probe79.json" "$R/probe79.log" "$R/gputests.log" "$R/commands.txt" "$R/gpu.txt" "$R/commit.txt" \
+    "$R/lock.txt" "$OUT/" 2>/dev/null
+  exit 0
+fi
+J=$R/probe79.json; [ -e "$J" ] || J=reports/h200/run79/probe79.json
+for OP in swiglu_fp8 gate_residual_modulate_fp8 modulate_fp8; do
+  read -r NAME TPL FIRST < <(python3 -c "
+import json, math
+res = json.load(open('$J'))
+rows = [r for r in res['rows'] if r['op'] == '$OP']
+gm = lambda n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows))
+ok = [n for n in res['variants'].get('$OP', {}) if rows and all(r['bitwise'].get(n) is True for r in rows)]
+n = min(ok, key=gm) if ok else ''
+if n and gm(n) < gm('${OP}_locked'):
+    tpl = '$OP' if '$OP' == 'swiglu_fp8' else '${OP}_warp'
+    print(n, tpl, ','.join(f'{k}={x}' for k, x in res['variants']['$OP'][n].items()))")
+  echo "$OP: ${NAME:-no variant faster than the locked kernel}"
+  [ -n "$FIRST" ] || continue
+  echo "python3 -m rsi search --op-group $OP --template $TPL --first $FIRST --reps 20 --gpu $T --seed 0" \
+    "--budget 1,3m" >> "$R/commands.txt"
+  run "search_$OP" 175 python3 -m rsi search --op-group "$OP" --template "$TPL" --first "$FIRST" --reps 20 \
+    --gpu "$T" --seed 0 --budget 1,3m --summary-out "$R/search_$OP.json"
+  # after every judge (the call's 600 s may end the next one): its verdicts and the lock so far
+  [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
+  cp "$R/commands.txt" "$OUT/"
+  tar -czf "$OUT/run79j.tgz" -C /tmp run79 -C "$PWD" verified_kernels
+done
