@@ -59,10 +59,10 @@ def _row_scale(abits):
 
 
 @triton.jit
-def _quantise(hf, scale, bad, QUOT: tl.constexpr):
-    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN (0x7F) where bad (all broadcast to hf)."""
+def _quantise(hf, scale, nk, QUOT: tl.constexpr):
+    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating) with the factor nk (QUOT 1: -1, or -2**64 for a scale
+    below 2**-64, which keeps the row's reciprocal finite; negated: Triton's -x is 0 - x, which loses -0)."""
     if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
-        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
         sk = scale * -nk
         nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
         nhk = hf * nk
@@ -70,8 +70,7 @@ def _quantise(hf, scale, bad, QUOT: tl.constexpr):
         q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
     else:
         q = tl.div_rn(hf, scale)
-    nan = tl.full(q.shape, NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
-    return tl.where(bad, nan, q).to(tl.float8e4nv)   # selected in fp32: +NaN converts to 0x7F, e4m3fn's NaN
+    return q.to(tl.float8e4nv)
 
 
 @triton.jit
@@ -159,9 +158,18 @@ def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_
 @triton.jit
 def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, SMOD: tl.constexpr,
          QUOT: tl.constexpr, NFULL: tl.constexpr):
+    """Piece K_'s bytes. scale and bad are the row's scalars: a non-finite row and a tiny one are branches of the
+    program, not selects per element, and the common row's factor -1 is a constant, folded into the products."""
     cols = K_ * PIECE + tl.arange(0, PIECE)
-    q = _quantise(h.to(tl.float32), scale, bad, QUOT)
-    tl.store(q_ptr + q_off + cols, q, mask=_in(cols, n_cols, K_, NFULL), cache_modifier=SMOD)
+    ptrs = q_ptr + q_off + cols
+    m = _in(cols, n_cols, K_, NFULL)
+    if bad:   # +NaN converts to 0x7F, e4m3fn's NaN
+        nan = tl.full([PIECE], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+        tl.store(ptrs, nan.to(tl.float8e4nv), mask=m, cache_modifier=SMOD)
+    elif scale < TINY_SCALE:
+        tl.store(ptrs, _quantise(h.to(tl.float32), scale, -LIFT, QUOT), mask=m, cache_modifier=SMOD)
+    else:
+        tl.store(ptrs, _quantise(h.to(tl.float32), scale, -1.0, QUOT), mask=m, cache_modifier=SMOD)
 
 
 @triton.jit

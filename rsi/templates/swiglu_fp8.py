@@ -76,17 +76,22 @@ def _row_scale(abits):
 
 
 @triton.jit
-def _quantise(hf, scale, bad, QUOT: tl.constexpr):
-    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN (0x7F) where bad (all broadcast to hf)."""
+def _quotient(hf, scale, nk, QUOT: tl.constexpr):
+    """hf / scale (fp32, the IEEE quotient) with the factor nk (QUOT 1: -1, or -2**64 for a scale below 2**-64, which
+    keeps the row's reciprocal finite; negated: Triton's -x is 0 - x, which loses -0)."""
     if QUOT:   # the row reciprocal and a Markstein correction (module docstring)
-        nk = tl.where(scale < TINY_SCALE, -LIFT, -1.0)         # negated: Triton's -x is 0 - x (loses -0)
         sk = scale * -nk
         nr = tl.div_rn(tl.full(sk.shape, -1.0, tl.float32), sk)
         nhk = hf * nk
         q0 = nhk * nr
-        q = tl.fma(tl.fma(q0, sk, nhk), nr, q0)
-    else:
-        q = tl.div_rn(hf, scale)
+        return tl.fma(tl.fma(q0, sk, nhk), nr, q0)
+    return tl.div_rn(hf, scale)
+
+
+@triton.jit
+def _quantise(hf, scale, bad, QUOT: tl.constexpr):
+    """e4m3 bytes of hf / scale (IEEE quotient, RNE saturating), NaN (0x7F) where bad (all broadcast to hf)."""
+    q = _quotient(hf, scale, tl.where(scale < TINY_SCALE, -LIFT, -1.0), QUOT)
     nan = tl.full(q.shape, NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
     return tl.where(bad, nan, q).to(tl.float8e4nv)   # selected in fp32: +NaN converts to 0x7F, e4m3fn's NaN
 
@@ -335,9 +340,17 @@ def _load_row(x_ptr, row, ok, n_cols, stride_x, OFF: tl.constexpr, BLOCK: tl.con
 
 @triton.jit
 def _put_row(q_ptr, h, scale, bad, row, n_cols, OFF: tl.constexpr, BLOCK: tl.constexpr, QUOT: tl.constexpr):
+    """FLAT: a piece's bytes. scale and bad are the row's scalars: a non-finite row and a tiny one are branches of the
+    program, not selects per element, and the common row's factor -1 is a constant, folded into the products."""
     cols = OFF + tl.arange(0, BLOCK)
-    q = _quantise(h.to(tl.float32), scale, bad, QUOT)
-    tl.store(q_ptr + tl.cast(row, tl.int64) * n_cols + cols, q, mask=cols < n_cols)
+    ptrs = q_ptr + tl.cast(row, tl.int64) * n_cols + cols
+    if bad:   # +NaN converts to 0x7F, e4m3fn's NaN
+        nan = tl.full([BLOCK], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+        tl.store(ptrs, nan.to(tl.float8e4nv), mask=cols < n_cols)
+    elif scale < TINY_SCALE:
+        tl.store(ptrs, _quotient(h.to(tl.float32), scale, -LIFT, QUOT).to(tl.float8e4nv), mask=cols < n_cols)
+    else:
+        tl.store(ptrs, _quotient(h.to(tl.float32), scale, -1.0, QUOT).to(tl.float8e4nv), mask=cols < n_cols)
 
 
 @triton.jit
