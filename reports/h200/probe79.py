@@ -30,7 +30,8 @@ P.VARIANTS = {
     "modulate_fp8": {n: (modulate_fp8_warp.launch, _warp(1, rl)) for n, rl in (("w1_s1_reload1", 1),
                                                                               ("w1_s1_reload2", 2))},
     "gate_residual_modulate_fp8": {n: (gate_residual_modulate_fp8_warp.launch, _warp(w, rl))
-                                   for n, w, rl in (("w4_s1_reload2", 4, 2), ("w4_s1_reload1", 4, 1))},
+                                   for n, w, rl in (("w4_s1_reload2", 4, 2), ("w4_s1_reload1", 4, 1),
+                                                    ("w1_s1_reload1", 1, 1))},
     "swiglu_fp8": {"w32_p132": (swiglu_fp8.launch, SW),
                    "w32_p132_one_part": (swiglu_fp8.launch, {**SW, "BLOCK_A": 16384, "BLOCK_B": 0, "BLOCK_C": 0,
                                                              "PART": 1})},
