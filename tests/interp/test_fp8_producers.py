@@ -159,6 +159,7 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 
 @pytest.mark.parametrize("op", WARP)
 @pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 0, "num_warps": 1}, {"RELOAD": 1, "num_warps": 2},
+                                    {"RELOAD": 1, "num_warps": 4},
                                     {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2},
                                     {"RELOAD": 3, "num_warps": 1}, {"RELOAD": 3, "num_warps": 2}])
 def test_warp_template_bitwise(op, change):

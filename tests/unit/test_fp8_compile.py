@@ -213,8 +213,8 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         assert {"sqrt.rn.f32", "div.rn.f32", "cvt.rn.satfinite.e4m3x2.f32"} <= set(ops), (name, ops)
         assert "fma.rn.f32" not in ops and "fma.rn.f32" in r[name + "_quot"]["ops"], name
         assert "div.full.f32" not in ops and not any(o.startswith("rsqrt") for o in ops), (name, ops)
-        # RELOAD at 4 warps (gate_residual_modulate_fp8_warp's heuristic): the tree's cross-warp levels and, for the
-        # residual, the barrier before r is read back take shared memory and bar.sync
+        # RELOAD at 4 warps (gate_residual_modulate_fp8_warp's heuristic until run 79 h2): the tree's cross-warp levels
+        # and, for the residual, the barrier before r is read back take shared memory and bar.sync
         assert "bar.sync" in r[name + "_reload"]["ops"] and "sqrt.rn.f32" in r[name + "_reload"]["ops"], name
         # at one warp, as a launch at H3's width builds it: RELOAD 1 (the locked configs) holds h, 255 registers; RELOAD
         # 2 (h made twice, nothing held across pieces) no stack, and modulate_fp8_warp's under half the registers
