@@ -7,6 +7,7 @@
 #   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
+#   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps 20) on $T, written down first
 set -o pipefail
 
 setup_run() {
@@ -49,4 +50,11 @@ detect_target() {  # from run 79 on (runs 75 and 78 repeat these lines)
   T=$(python3 -c "from rsi.targets import detect_local; t = detect_local(); print(t.name if t else 'none')")
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/gpu.txt"
   echo "target $T: $(tail -1 "$R/gpu.txt")"
+}
+
+judge_first() {  # op group, template, config (k=v,...), cap (s): run 78 on
+  echo "python3 -m rsi search --op-group $1 --template $2 --first $3 --reps 20 --gpu $T --seed 0 --budget 1,3m" \
+    >> "$R/commands.txt"
+  run "search_$1" "$4" python3 -m rsi search --op-group "$1" --template "$2" --first "$3" --reps 20 --gpu "$T" \
+    --seed 0 --budget 1,3m --summary-out "$R/search_$1.json"
 }

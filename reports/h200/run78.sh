@@ -9,9 +9,7 @@
 setup_run run78
 install_whl .whl || exit 1
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
-T=$(python3 -c "from rsi.targets import detect_local; t = detect_local(); print(t.name if t else 'none')")
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/gpu.txt"
-echo "target $T: $(tail -1 "$R/gpu.txt")"
+detect_target
 for P in 77 78; do
   echo "python3 reports/h200/probe$P.py probe$P.json 15" >> "$R/commands.txt"
   run "probe$P" 150 python3 "reports/h200/probe$P.py" "$R/probe$P.json" 15
@@ -32,10 +30,7 @@ n = min(best, key=lambda k: best[k][0]) if best else ''
 print(n, ','.join(f'{k}={x}' for k, x in best[n][1].items()) if n else '')")
   echo "$OP fastest: $NAME"
   [ -n "$FIRST" ] || continue
-  echo "python3 -m rsi search --op-group $OP --template ${OP}_warp --first $FIRST --reps 20 --gpu $T --seed 0" \
-    "--budget 1,3m" >> "$R/commands.txt"
-  run "search_$OP" 200 python3 -m rsi search --op-group "$OP" --template "${OP}_warp" --first "$FIRST" --reps 20 \
-    --gpu "$T" --seed 0 --budget 1,3m --summary-out "$R/search_$OP.json"
+  judge_first "$OP" "${OP}_warp" "$FIRST" 200
 done
 [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
 cp "$R/commands.txt" "$OUT/"

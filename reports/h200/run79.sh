@@ -44,10 +44,7 @@ if n and gm(n) < gm('${OP}_locked'):
     print(n, tpl, ','.join(f'{k}={x}' for k, x in res['variants']['$OP'][n].items()))")
   echo "$OP: ${NAME:-no variant faster than the locked kernel}"
   [ -n "$FIRST" ] || continue
-  echo "python3 -m rsi search --op-group $OP --template $TPL --first $FIRST --reps 20 --gpu $T --seed 0" \
-    "--budget 1,3m" >> "$R/commands.txt"
-  run "search_$OP" 175 python3 -m rsi search --op-group "$OP" --template "$TPL" --first "$FIRST" --reps 20 \
-    --gpu "$T" --seed 0 --budget 1,3m --summary-out "$R/search_$OP.json"
+  judge_first "$OP" "$TPL" "$FIRST" 175
   # after every judge (the call's 600 s may end the next one): its verdicts and the lock so far
   [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
   cp "$R/commands.txt" "$OUT/"
