@@ -7,7 +7,10 @@ kernel) the NaN row and the tiny row are branches, the common row's factor -1 a 
 modulate_fp8_warp at one warp with RELOAD 1 4,927 -> 4,015, gate_residual_modulate_fp8_warp at four warps with
 RELOAD 2 2,201 -> 1,969, swiglu_fp8's h200 config (FLAT, TABLE 2, 32 warps) 558 -> 495 (docs/kernels.md).
 Each op's locked kernel (the template before the change) beside the template's configs; for swiglu_fp8 also probe
-75's one-piece PART config. The loop is probe 73's (reports/h200/probe73_producers.py: one interleaved loop per op
+75's one-piece PART config. From the twenty-fourth session: the one-warp RELOAD 1 builds with their registers
+capped at 168 and 128 (MAXNREG: 12 and 16 programs an SM against 8, with spills; run 77's ncu found the kernel
+waiting on its loads at 1.94 warps a scheduler). The loop is probe 73's (reports/h200/probe73_producers.py: one
+interleaved loop per op
 group and bucket, L2 flushed before every call, each variant checked bitwise first; ratio = paired bf16 op /
 variant, median and 95% CI).
 Usage: python reports/h200/probe79.py OUT.json [REPS]"""
@@ -22,16 +25,18 @@ from rsi.templates import gate_residual_modulate_fp8_warp, modulate_fp8_warp, sw
 SW = {**P.SW, "TABLE": 2, "FLAT": 1, "EVICT": "evict_first", "num_warps": 32, "PERSIST": 132}   # the h200 lock's
 
 
-def _warp(w, rl):
-    return {"num_warps": w, "STREAM": 1, "QUOT": 1, "RELOAD": rl}
+def _warp(w, rl, cap=0):
+    return {"num_warps": w, "STREAM": 1, "QUOT": 1, "RELOAD": rl, "MAXNREG": cap}
 
 
 P.VARIANTS = {
-    "modulate_fp8": {n: (modulate_fp8_warp.launch, _warp(1, rl)) for n, rl in (("w1_s1_reload1", 1),
-                                                                              ("w1_s1_reload2", 2))},
-    "gate_residual_modulate_fp8": {n: (gate_residual_modulate_fp8_warp.launch, _warp(w, rl))
-                                   for n, w, rl in (("w4_s1_reload2", 4, 2), ("w4_s1_reload1", 4, 1),
-                                                    ("w1_s1_reload1", 1, 1))},
+    "modulate_fp8": {n: (modulate_fp8_warp.launch, _warp(1, rl, cap))
+                     for n, rl, cap in (("w1_s1_reload1", 1, 0), ("w1_s1_reload2", 2, 0), ("w1_s1_reload1_r168", 1, 168),
+                                        ("w1_s1_reload1_r128", 1, 128))},
+    "gate_residual_modulate_fp8": {n: (gate_residual_modulate_fp8_warp.launch, _warp(w, rl, cap))
+                                   for n, w, rl, cap in (("w4_s1_reload2", 4, 2, 0), ("w1_s1_reload1", 1, 1, 0),
+                                                         ("w1_s1_reload1_r168", 1, 1, 168),
+                                                         ("w1_s1_reload1_r128", 1, 1, 128))},
     "swiglu_fp8": {"w32_p132": (swiglu_fp8.launch, SW),
                    "w32_p132_one_part": (swiglu_fp8.launch, {**SW, "BLOCK_A": 16384, "BLOCK_B": 0, "BLOCK_C": 0,
                                                              "PART": 1})},

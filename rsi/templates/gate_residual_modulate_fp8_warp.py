@@ -29,7 +29,11 @@ RELOAD 2 holds nothing across pieces: each piece of r is read again to make h fo
 time to make h again for the bytes: fewer registers (more rows in flight), more instructions
 (tests/unit/test_fp8_compile.py, docs/kernels.md).
 The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
-Config: num_warps, STREAM, QUOT, RELOAD.
+MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
+255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (56 stack bytes
+uncapped, 320 at 168, 568 at 128). Ncu (run 77) found modulate_fp8_warp's one-warp kernel waiting on its loads with
+1.94 warps a scheduler: the cap trades spills for warps.
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG.
 """
 
 import triton
@@ -283,7 +287,7 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
+def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0):
     n_rows, n_cols = res.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     r = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
@@ -297,6 +301,6 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
             h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
             NFULL=n_cols // piece,
-            num_warps=num_warps,
+            num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums, in r or in modulate's roundings (docstring)
     return r, h8, h_scale

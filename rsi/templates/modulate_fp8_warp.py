@@ -25,7 +25,11 @@ time to make h again for the bytes: fewer registers (more rows in flight), more 
 The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
 RELOAD 3 is RELOAD 2 with each piece's operands (x, w, the scale and shift rows) loaded while the piece before it
 is made, the first piece's before the sum of squares (which they do not need): the loads' latency off the chain.
-Config: num_warps, STREAM, QUOT, RELOAD.
+MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
+255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
+stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
+1.94 warps a scheduler: the cap trades spills for warps.
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG.
 """
 
 import triton
@@ -298,7 +302,7 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
+def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0):
     n_rows, n_cols = x.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
@@ -310,6 +314,6 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0):
             PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
             NFULL=n_cols // piece,
-            num_warps=num_warps,
+            num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
     return h8, h_scale
