@@ -10,9 +10,8 @@ Each op's locked kernel (the template before the change) beside the template's c
 75's one-piece PART config. From the twenty-fourth session: the one-warp RELOAD 1 builds with their registers
 capped at 168 and 128 (MAXNREG: 12 and 16 programs an SM against 8, with spills; run 77's ncu found the kernel
 waiting on its loads at 1.94 warps a scheduler). The loop is probe 73's (reports/h200/probe73_producers.py: one
-interleaved loop per op
-group and bucket, L2 flushed before every call, each variant checked bitwise first; ratio = paired bf16 op /
-variant, median and 95% CI).
+interleaved loop per op group and bucket, L2 flushed before every call, each variant checked bitwise first; ratio =
+paired bf16 op / variant, median and 95% CI).
 Usage: python reports/h200/probe79.py OUT.json [REPS]"""
 import sys
 
