@@ -161,6 +161,10 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
                                        else not (c.get("PERSIST", 0) or c.get("PART", 0) or c.get("MAXNREG", 0))),
     # the eight-piece templates: MAXNREG caps only the one-warp builds that hold 255 registers (RELOAD 0 and 1)
     "warp_maxnreg_caps": lambda c: not c.get("MAXNREG", 0) or (c["num_warps"] == 1 and c["RELOAD"] in (0, 1)),
+    # modulate_fp8_warp: PERSIST (a row loop, pipelined over STAGES > 1) at one warp, RELOAD 0 or 1, uncapped (the
+    # loop's shared memory already bounds programs an SM); STAGES only with the loop
+    "warp_persist_stages": lambda c: (c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c.get("MAXNREG", 0)
+                                      if c.get("PERSIST", 0) else c.get("STAGES", 1) == 1),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -314,7 +318,7 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     (RELOAD), STREAM and QUOT as the row templates: probe 73's fastest of five (a sweep on an H100, outside the
     judge: 0.661x the bf16 modulate kernel at stage1 against 0.645x without RELOAD and 0.47-0.55x at 2 and 4
     warps), promoted for the h100 target in run 73 d and for h200 in run 73 p on an H200."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0}
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

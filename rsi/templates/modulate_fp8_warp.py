@@ -29,7 +29,12 @@ MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
 stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
 1.94 warps a scheduler: the cap trades spills for warps.
-Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG.
+PERSIST n > 0: min(rows, n) programs walk the rows (pid, pid + n, ...) in a loop that Triton software-pipelines
+over STAGES (its num_stages): the next rows' loads (x and the operand pieces) go to shared memory by cp.async while
+the current row is made (one-warp sm_90 build, RELOAD 0, STAGES 2: 48 KiB of shared memory a program, no stack;
+RELOAD 1: 60 KiB). The loop takes the waits on loads off the row's chain, at the price of the shared memory that
+limits programs an SM (4 with RELOAD 0 at STAGES 2, against the 8 the registers allow).
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES.
 """
 
 import triton
@@ -183,12 +188,11 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
 
 
 @triton.jit
-def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
-                              stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
-                              stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
-                              NFULL: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
+         stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+         stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+         XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
+         NFULL: tl.constexpr):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     xo = row * stride_xr
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
@@ -302,18 +306,35 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0):
+@triton.jit
+def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_rows, n_cols, n_cols_f, eps,
+                              stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+                              stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
+                              NFULL: tl.constexpr, PERSIST: tl.constexpr, STAGES: tl.constexpr):
+    if PERSIST:
+        for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+            _row(tl.cast(row, tl.int64), x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
+                 stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
+                 PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+    else:
+        _row(tl.program_id(0).to(tl.int64), x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
+             n_cols_f, eps, stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
+             stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+
+
+def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0, PERSIST=0, STAGES=1):
     n_rows, n_cols = x.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
     if n_rows > 0:
-        _modulate_fp8_warp_kernel[(n_rows,)](
-            x, w, shift, scale, idx, h8, h_scale, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
+        _modulate_fp8_warp_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
+            x, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
             shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
             PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
-            NFULL=n_cols // piece,
+            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES,
             num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
     return h8, h_scale

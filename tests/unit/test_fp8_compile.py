@@ -65,7 +65,7 @@ def compile_(fn, types, const, div=(), **options):
     ptx = k.asm["ptx"]
     pats = ("wgmma.mma_async[a-z0-9.]*", r"div\.[a-z.]*f(?:32|64)", r"sqrt\.[a-z.]*f32", r"rsqrt\.[a-z.]*f32",
             r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d",
-            r"ld\.shared", r"bar\.sync")
+            r"ld\.shared", r"bar\.sync", r"cp\.async\.cg\.shared\.global")
     return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared, "resources": resources(k.asm["cubin"]),
             "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
@@ -120,7 +120,7 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     m = load(op)
     wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
               "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "NFULL": 5, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
-              "RELOAD": 0}
+              "RELOAD": 0, "PERSIST": 0, "STAGES": 1}
     fn = getattr(m, kern)
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
@@ -130,6 +130,9 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     for reload in (1, 2):
         out[f"{op}_reload{reload}_w1"] = compile_(fn, types, {**wconst, "QUOT": 1, "RELOAD": reload}, div, num_warps=1,
                                                   enable_fp_fusion=False)
+    if "PERSIST" in fn.arg_names:   # the row loop, pipelined over two stages
+        out[op + "_persist"] = compile_(fn, types, {**wconst, "QUOT": 1, "PERSIST": 1, "STAGES": 2}, div, num_warps=1,
+                                        enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -226,3 +229,9 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
             # the converted bytes (4,927 instructions in modulate_fp8_warp's program) unpacked and repacked them, a
             # select in fp32 cost one a byte (4,399); the branches' common path has about 4,015 (docs/kernels.md)
             assert ins1 == 0, (name, ins1)
+    # modulate_fp8_warp's PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
+    # (cp.async, no stack); one program a row has neither
+    p, one = r["modulate_fp8_warp_persist"], r["modulate_fp8_warp_reload1_w1"]
+    assert "cp.async.cg.shared.global" in p["ops"] and p["shared"] > 0, p
+    assert "cp.async.cg.shared.global" not in one["ops"] and one["shared"] == 0, one
+    assert p["resources"][1] in (None, 0), p["resources"]
