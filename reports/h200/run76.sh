@@ -9,7 +9,7 @@
 #   call 3 (same carry as call 2, warm machine): ... bash reports/h200/run76.sh c
 #      c: the judged search of attention_fp8 with the CuTe template, one candidate: the config of probe 76 with the
 #         least geometric-mean time over its buckets (--first: a sweep's config, not the search's), the real lock,
-#         the default 40 repetitions (as run 71's promotion); if it promoted, one H3 block at 38,272 rows with dense
+#         REPS repetitions (default 40, as run 71's promotion; 20 where device time is short); if it promoted, one H3 block at 38,272 rows with dense
 #         and FP8 attention, bf16 and e4m3 linears (runtime.bench_h200, as run 71 d)
 #   t (instead of b, on the H200 after b ran on an H100): probe 76's timing with its second config set (--second)
 STEP=${1:?usage: run76.sh a|b|t|c}
@@ -42,9 +42,9 @@ elif [ "$STEP" = c ]; then
   SECOND=""; grep -q q2e0s1 "$J" && SECOND=--second
   FIRST=$(python3 reports/h200/probe76.py "$J" --choice $SECOND)
   echo "python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 --seed 0" \
-    "--first $FIRST --budget 1,4m" >> "$R/commands.txt"
+    "--first $FIRST --budget 1,4m --reps ${REPS:-40}" >> "$R/commands.txt"
   run search 420 python3 -m rsi search --op-group attention_fp8 --template attention_fp8_cute --gpu h200 \
-    --seed 0 --first "$FIRST" --budget 1,4m --summary-out "$R/search.json"
+    --seed 0 --first "$FIRST" --budget 1,4m --reps "${REPS:-40}" --summary-out "$R/search.json"
   python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
   cp "$R/commands.txt" "$OUT/"   # the verdict and the lock so far (the block below may meet the call's limit)
   tar -czf "$OUT/run76c.tgz" -C /tmp run76 -C "$PWD" verified_kernels
