@@ -32,7 +32,8 @@ The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (56 stack bytes
 uncapped, 320 at 168, 568 at 128). Ncu (run 77) found modulate_fp8_warp's one-warp kernel waiting on its loads with
-1.94 warps a scheduler: the cap trades spills for warps.
+1.94 warps a scheduler: the cap trades spills for warps, and lost on an H100 (run 79 h3: 0.30-0.59x the bf16
+op against 0.76-0.82x uncapped; the spills sit on the same chain).
 Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG.
 """
 

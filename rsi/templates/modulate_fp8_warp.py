@@ -28,12 +28,14 @@ is made, the first piece's before the sum of squares (which they do not need): t
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
 stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
-1.94 warps a scheduler: the cap trades spills for warps.
+1.94 warps a scheduler: the cap trades spills for warps, and lost on an H100 (run 79 h3: 0.30-0.59x the bf16
+op against 0.76-0.82x uncapped; the spills sit on the same chain).
 PERSIST n > 0: min(rows, n) programs walk the rows (pid, pid + n, ...) in a loop that Triton software-pipelines
 over STAGES (its num_stages): the next rows' loads (x and the operand pieces) go to shared memory by cp.async while
 the current row is made (one-warp sm_90 build, RELOAD 0, STAGES 2: 48 KiB of shared memory a program, no stack;
-RELOAD 1: 60 KiB). The loop takes the waits on loads off the row's chain, at the price of the shared memory that
-limits programs an SM (4 with RELOAD 0 at STAGES 2, against the 8 the registers allow).
+RELOAD 1: 60 KiB), which limits programs an SM to 4 (RELOAD 0) or 3, against the 8 the registers allow. On an H100
+(run 79 h3) the pipelined loop lost (0.39-0.52x the bf16 op) and the unpipelined one (STAGES 1, 1,056 programs,
+RELOAD 0) was the fastest modulate_fp8 realization measured, 0.793x at stage1 against RELOAD 1's 0.760x.
 Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES.
 """
 
