@@ -163,7 +163,9 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
                                     {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2},
                                     {"RELOAD": 3, "num_warps": 1}, {"RELOAD": 3, "num_warps": 2},
                                     {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 2},
-                                    {"RELOAD": 1, "num_warps": 1, "PERSIST": 2, "STAGES": 2}])
+                                    {"RELOAD": 1, "num_warps": 1, "PERSIST": 2, "STAGES": 2},
+                                    {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1},
+                                    {"RELOAD": 1, "num_warps": 1, "MAXNREG": 168}])
 def test_warp_template_bitwise(op, change):
     """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic (RELOAD 1), QUOT 0, RELOAD 0-3 (3:
     modulate_fp8_warp only), and modulate_fp8_warp's PERSIST (fewer programs than rows, each walking several):
