@@ -34,7 +34,11 @@ MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp
 uncapped, 320 at 168, 568 at 128). Ncu (run 77) found modulate_fp8_warp's one-warp kernel waiting on its loads with
 1.94 warps a scheduler: the cap trades spills for warps, and lost on an H100 (run 79 h3: 0.30-0.59x the bf16
 op against 0.76-0.82x uncapped; the spills sit on the same chain).
-Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG.
+PERSIST n > 0: min(rows, n) programs walk the rows (pid, pid + n, ...) in a loop that Triton software-pipelines over
+STAGES (its num_stages), as modulate_fp8_warp's (whose unpipelined loop, STAGES 1 with 1,056 programs and RELOAD 0,
+was modulate_fp8's fastest realization on the H100 and the H200: runs 79 h3 and 79). Each row's r is stored before
+it is read back (RELOAD 1 and 2, behind a barrier), within the row's own iteration.
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES.
 """
 
 import triton
@@ -186,14 +190,11 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
 
 
 @triton.jit
-def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
-                                            idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec,
-                                            stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
-                                            stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
-                                            PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                                            XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
-                                            NFULL: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _row(row, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
+         n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
+         stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr,
+         NP: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
+         NFULL: tl.constexpr):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
     x0 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
@@ -288,20 +289,43 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
     tl.store(s_ptr + row, qscale)
 
 
-def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0):
+@triton.jit
+def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
+                                            idx_ptr, q_ptr, s_ptr, n_rows, n_cols, n_cols_f, eps, stride_er,
+                                            stride_ec, stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
+                                            stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
+                                            PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                                            XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr,
+                                            RELOAD: tl.constexpr, NFULL: tl.constexpr, PERSIST: tl.constexpr,
+                                            STAGES: tl.constexpr):
+    if PERSIST:
+        for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+            _row(tl.cast(row, tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr,
+                 q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
+                 stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
+                 stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+    else:
+        _row(tl.program_id(0).to(tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
+             idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
+             stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
+             PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+
+
+def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0, PERSIST=0,
+           STAGES=1):
     n_rows, n_cols = res.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     r = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=res.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=res.device)
     if n_rows > 0:
-        _gate_residual_modulate_fp8_warp_kernel[(n_rows,)](
-            res, gate, branch, r, w, shift, scale, idx, h8, h_scale, n_cols, float(n_cols), EPS, res.stride(0),
-            res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1), r.stride(0),
-            w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0),
-            h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
+        _gate_residual_modulate_fp8_warp_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
+            res, gate, branch, r, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS,
+            res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),
+            r.stride(0), w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1),
+            idx.stride(0), h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
-            NFULL=n_cols // piece,
+            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES,
             num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums, in r or in modulate's roundings (docstring)
     return r, h8, h_scale

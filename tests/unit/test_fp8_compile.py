@@ -229,9 +229,10 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
             # the converted bytes (4,927 instructions in modulate_fp8_warp's program) unpacked and repacked them, a
             # select in fp32 cost one a byte (4,399); the branches' common path has about 4,015 (docs/kernels.md)
             assert ins1 == 0, (name, ins1)
-    # modulate_fp8_warp's PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
+    # the eight-piece templates' PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
     # (cp.async, no stack); one program a row has neither
-    p, one = r["modulate_fp8_warp_persist"], r["modulate_fp8_warp_reload1_w1"]
-    assert "cp.async.cg.shared.global" in p["ops"] and p["shared"] > 0, p
-    assert "cp.async.cg.shared.global" not in one["ops"] and one["shared"] == 0, one
-    assert p["resources"][1] in (None, 0), p["resources"]
+    for name in ("modulate_fp8_warp", "gate_residual_modulate_fp8_warp"):
+        p, one = r[name + "_persist"], r[name + "_reload1_w1"]
+        assert "cp.async.cg.shared.global" in p["ops"] and p["shared"] > 0, (name, p)
+        assert "cp.async.cg.shared.global" not in one["ops"] and one["shared"] == 0, (name, one)
+        assert p["resources"][1] in (None, 0), (name, p["resources"])

@@ -26,14 +26,13 @@ def test_swiglu_fp8_register_cap_fits_the_sm():
 
 
 def test_eight_piece_cap_and_row_loop_only_where_they_apply():
-    # MAXNREG caps only the one-warp RELOAD 0/1 builds (255 registers); PERSIST is modulate_fp8_warp's row loop at one
-    # warp, RELOAD 0/1, uncapped; STAGES > 1 only pipelines that loop (reports/h200/run79h3)
+    # MAXNREG caps only the one-warp RELOAD 0/1 builds (255 registers); PERSIST is the row loop at one warp, RELOAD
+    # 0/1, uncapped; STAGES > 1 only pipelines that loop (reports/h200/run79h3)
     for op in ("modulate_fp8", "gate_residual_modulate_fp8"):
         configs = load_space(op).select(f"{op}_warp").enumerate()
         capped = [c for c in configs if c["MAXNREG"]]
         assert capped and all(c["num_warps"] == 1 and c["RELOAD"] in (0, 1) for c in capped), op
-    configs = load_space("modulate_fp8").select("modulate_fp8_warp").enumerate()
-    loops = [c for c in configs if c["PERSIST"]]
-    assert loops and all(c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c["MAXNREG"] for c in loops)
-    assert all(c["PERSIST"] for c in configs if c["STAGES"] > 1)
-    assert any(c["STAGES"] == 1 for c in loops) and any(c["STAGES"] == 2 for c in loops)
+        loops = [c for c in configs if c["PERSIST"]]
+        assert loops and all(c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c["MAXNREG"] for c in loops), op
+        assert all(c["PERSIST"] for c in configs if c["STAGES"] > 1), op
+        assert any(c["STAGES"] == 1 for c in loops) and any(c["STAGES"] == 2 for c in loops), op
