@@ -7,7 +7,8 @@
 #   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
-#   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps 20) on $T, written down first
+#   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
+#   probe_choice JSON OP  a probe's fastest bitwise variant of OP where faster than the locked kernel: NAME TPL FIRST
 set -o pipefail
 
 setup_run() {
@@ -52,9 +53,23 @@ detect_target() {  # from run 79 on (runs 75 and 78 repeat these lines)
   echo "target $T: $(tail -1 "$R/gpu.txt")"
 }
 
-judge_first() {  # op group, template, config (k=v,...), cap (s): run 78 on
-  echo "python3 -m rsi search --op-group $1 --template $2 --first $3 --reps 20 --gpu $T --seed 0 --budget 1,3m" \
-    >> "$R/commands.txt"
-  run "search_$1" "$4" python3 -m rsi search --op-group "$1" --template "$2" --first "$3" --reps 20 --gpu "$T" \
-    --seed 0 --budget 1,3m --summary-out "$R/search_$1.json"
+judge_first() {  # op group, template, config (k=v,...), cap (s): run 78 on; JREPS repetitions (default 20)
+  echo "python3 -m rsi search --op-group $1 --template $2 --first $3 --reps ${JREPS:-20} --gpu $T --seed 0" \
+    "--budget 1,3m" >> "$R/commands.txt"
+  run "search_$1" "$4" python3 -m rsi search --op-group "$1" --template "$2" --first "$3" --reps "${JREPS:-20}" \
+    --gpu "$T" --seed 0 --budget 1,3m --summary-out "$R/search_$1.json"
+}
+
+probe_choice() {  # probe JSON, op group: "NAME TEMPLATE k=v,..." of its fastest bitwise variant (geometric mean over
+  # the buckets) where that is faster than the locked kernel there, else nothing (runs 79 and 80)
+  python3 -c "
+import json, math
+res = json.load(open('$1'))
+rows = [r for r in res['rows'] if r['op'] == '$2']
+gm = lambda n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows))
+ok = [n for n in res['variants'].get('$2', {}) if rows and all(r['bitwise'].get(n) is True for r in rows)]
+n = min(ok, key=gm) if ok else ''
+if n and gm(n) < gm('${2}_locked'):
+    tpl = '$2' if '$2' == 'swiglu_fp8' else '${2}_warp'
+    print(n, tpl, ','.join(f'{k}={x}' for k, x in res['variants']['$2'][n].items()))"
 }

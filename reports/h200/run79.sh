@@ -32,16 +32,7 @@ if [ "$STEP" = p ] || [ "$STEP" = pj ]; then
 fi
 J=$R/probe79.json; [ -e "$J" ] || J=reports/h200/run79/probe79.json
 for OP in ${OPS:-swiglu_fp8 gate_residual_modulate_fp8 modulate_fp8}; do
-  read -r NAME TPL FIRST < <(python3 -c "
-import json, math
-res = json.load(open('$J'))
-rows = [r for r in res['rows'] if r['op'] == '$OP']
-gm = lambda n: math.exp(sum(math.log(r['p50_us'][n]) for r in rows) / len(rows))
-ok = [n for n in res['variants'].get('$OP', {}) if rows and all(r['bitwise'].get(n) is True for r in rows)]
-n = min(ok, key=gm) if ok else ''
-if n and gm(n) < gm('${OP}_locked'):
-    tpl = '$OP' if '$OP' == 'swiglu_fp8' else '${OP}_warp'
-    print(n, tpl, ','.join(f'{k}={x}' for k, x in res['variants']['$OP'][n].items()))")
+  read -r NAME TPL FIRST < <(probe_choice "$J" "$OP")
   echo "$OP: ${NAME:-no variant faster than the locked kernel}"
   [ -n "$FIRST" ] || continue
   judge_first "$OP" "$TPL" "$FIRST" 175
