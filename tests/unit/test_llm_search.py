@@ -177,15 +177,17 @@ def test_cost_budget_stops_the_run(tmp_path, monkeypatch):
 
 def _interrupted_run(root: Path, srv: LoopbackLLM):
     """A search in a child process, Ctrl-C as soon as its transcript has the reply's proposal (the candidate then in
-    the judge): (the run it leaves or None, what happened). None where the run is not left interrupted: the race
-    the full suite on two cores lost in some CI runs (cause not found; ``what`` says the run's status, the seconds
-    from the proposal seen to the signal and to the child's exit, and the child's stderr)."""
+    the judge): (the run it leaves or None, what happened). None where the run is not left interrupted (``what`` says
+    the run's status, the seconds from the proposal seen to the signal and to the child's exit, and its stderr).
+    The child takes Ctrl-C as a terminal's foreground process does (Python's default handler): a suite started in
+    the background of a non-interactive shell (``.ci/run &``) hands its children SIGINT ignored, which Python keeps,
+    so the search ran to its end and the run finished (the lost attempts of earlier CI runs)."""
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     args = {"model": "gpt-4.1", "base_url": srv.url, "hybrid_tune": 0, "retries": 0, **FAST}
     opts = {"op": "swiglu", "backend": "interpret", "target": None, "proposer": "openai", "budget_candidates": 1,
             "root": str(root), "db": "rsi.db", "proposer_args": args, "quiet": True}
-    code = ("import json, sys; from rsi.search.loop import SearchOptions, run_search; "
-            "run_search(SearchOptions(**json.loads(sys.argv[1])))")
+    code = ("import json, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from rsi.search.loop import SearchOptions, run_search; run_search(SearchOptions(**json.loads(sys.argv[1])))")
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "child.err", "w") as errf:   # a file, not a pipe: the child never blocks on a full pipe
         proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(opts)], env=env, cwd=str(root), stderr=errf)
