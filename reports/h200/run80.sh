@@ -3,7 +3,8 @@
 #   p: probe 80 (reports/h200/probe80.py, outside the judge; REPS, default 15): gate_residual_modulate_fp8_warp with
 #      the row loop (PERSIST) beside one program a row and the h200 lock's kernel, against the bf16 op
 #   j: the judged searches (--first: a sweep's config, not the search's), each where the probe's fastest bitwise
-#      variant is faster than the locked kernel: gate_residual_modulate_fp8 from probe 80 (--reps 20), then swiglu_fp8's
+#      variant is faster than the locked kernel: gate_residual_modulate_fp8 from probe 80 (--reps 20; without probe 80,
+#      from run 79's probe: one warp, RELOAD 1), then swiglu_fp8's
 #      one-piece PART config from run 79's probe again with JREPS repetitions (default 40: run 79's judge at 20 left
 #      its stage1 and per_rank CIs inside A/A bands of 0.215 and 0.128)
 #   pj: p then j, in one call
@@ -23,6 +24,7 @@ if [ "$STEP" = p ] || [ "$STEP" = pj ]; then
   [ "$STEP" = pj ] || exit 0
 fi
 J=$R/probe80.json; [ -e "$J" ] || J=reports/h200/run80/probe80.json
+[ -e "$J" ] || { J=reports/h200/run79/probe79.json; echo "no probe 80: gate_residual_modulate_fp8's variant from $J"; }
 for OP in ${OPS:-gate_residual_modulate_fp8 swiglu_fp8}; do
   if [ "$OP" = swiglu_fp8 ]; then
     read -r NAME TPL FIRST < <(probe_choice reports/h200/run79/probe79.json "$OP"); CAP=260; export JREPS=${JREPS:-40}
