@@ -35,7 +35,8 @@ over STAGES (its num_stages): the next rows' loads (x and the operand pieces) go
 the current row is made (one-warp sm_90 build, RELOAD 0, STAGES 2: 48 KiB of shared memory a program, no stack;
 RELOAD 1: 60 KiB), which limits programs an SM to 4 (RELOAD 0) or 3, against the 8 the registers allow. On an H100
 (run 79 h3) the pipelined loop lost (0.39-0.52x the bf16 op) and the unpipelined one (STAGES 1, 1,056 programs,
-RELOAD 0) was the fastest modulate_fp8 realization measured, 0.793x at stage1 against RELOAD 1's 0.760x.
+RELOAD 0) was the fastest modulate_fp8 realization measured, 0.793x at stage1 against RELOAD 1's 0.760x (the H200,
+run 79: 0.705x against 0.665x); it is the heuristic (rsi/spaces.py) since the twenty-fifth session.
 Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES.
 """
 
