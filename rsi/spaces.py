@@ -321,7 +321,8 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     0.665x for one program a row with the row read again for h (RELOAD 1, the heuristic before: probe 73's fastest
     of five, promoted for h100 in run 73 d). The H200 judge promoted it for h200 (run 79: 1.16-1.20x the locked
     kernel, modulate_fp8_warp-0f472465614a)."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1}
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1, "TAIL": 0,
+         "UNPACK": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
@@ -331,7 +332,8 @@ def _heuristic_fp8_residual_warp(space: Space) -> dict[str, Any]:
     d), its H200 call one warp (0.632x against 0.602x). Since the quantiser's NaN row and tiny row are branches
     (deb8a41: 5,948 -> 5,035 instructions a one-warp program), one warp is the faster on the H100 too: 0.818x
     against 0.783x at 4 warps (probe 79, run 79 h2, a sweep outside the judge)."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1}
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1, "TAIL": 0,
+         "UNPACK": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -38,7 +38,11 @@ PERSIST n > 0: min(rows, n) programs walk the rows (pid, pid + n, ...) in a loop
 STAGES (its num_stages), as modulate_fp8_warp's (whose unpipelined loop, STAGES 1 with 1,056 programs and RELOAD 0,
 was modulate_fp8's fastest realization on the H100 and the H200: runs 79 h3 and 79). Each row's r is stored before
 it is read back (RELOAD 1 and 2, behind a barrier), within the row's own iteration.
-Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES.
+TAIL 1 makes the last piece only as wide as the row needs (TW columns: the power of two, at least 256, at or above
+what is left; 256 of 1,024 at H3's 5,376, where six full pieces carry 768 zero columns); its squares are widened
+with zeros before the piece-level adds, which keeps the tree. UNPACK 1 makes the squares' fp32 x from x's bits
+(``bits << 16``), so that the compiler does not share it with h's conversion and hold the row's fp32 x between them.
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES, TAIL, UNPACK.
 """
 
 import triton
@@ -83,9 +87,25 @@ def _quantise(hf, scale, nk, QUOT: tl.constexpr):
 
 
 @triton.jit
-def _sq(x):
-    xf = x.to(tl.float32)
+def _sq(x, UNPACK: tl.constexpr):
+    """fp32 squares of bf16 x (exact). UNPACK 1 widens x by its bits (``bits << 16``, the same value) instead of a
+    conversion, which keeps the compiler from sharing it with h's ``x.to(fp32)`` (the row's fp32 x then stays live
+    from the sum of squares to h, and spills)."""
+    if UNPACK:
+        xf = (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        xf = x.to(tl.float32)
     return xf * xf
+
+
+@triton.jit
+def _sqw(x, UNPACK: tl.constexpr, W: tl.constexpr, PIECE: tl.constexpr):
+    """_sq of a piece of W columns widened to PIECE with zeros (the tail piece: adding a zero square is exact, so
+    the tree is the one over the full-width zero-padded piece)."""
+    s = _sq(x, UNPACK)
+    if W < PIECE:
+        s = tl.reshape(tl.where(tl.arange(0, PIECE // W)[:, None] == 0, s[None, :], 0.0), [PIECE])
+    return s
 
 
 @triton.jit
@@ -99,21 +119,23 @@ def _fold(v, N: tl.constexpr, LOG: tl.constexpr):
 
 
 @triton.jit
-def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr):
-    """The canonical sum of squares of a row given as its eight pieces (pieces NP and on are zeros and not read):
-    the top three levels over whole pieces, then the in-piece levels (module docstring)."""
-    a = _sq(x0) + _sq(x4)                       # pieces 0 + 4, then (0 + 4) + (2 + 6)
+def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                 TW: tl.constexpr, UNPACK: tl.constexpr):
+    """The canonical sum of squares of a row given as its eight pieces (pieces NP and on are zeros and not read;
+    piece NP - 1 has TW columns): the top three levels over whole pieces, then the in-piece levels (module
+    docstring)."""
+    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)   # pieces 0 + 4, then (0 + 4) + (2 + 6)
     if NP > 6:
-        a = a + (_sq(x2) + _sq(x6))
+        a = a + (_sq(x2, UNPACK) + _sqw(x6, UNPACK, TW if NP == 7 else PIECE, PIECE))
     else:
-        a = a + _sq(x2)
-    b = _sq(x1)                                 # pieces 1 + 5, then (1 + 5) + (3 + 7)
+        a = a + _sq(x2, UNPACK)
+    b = _sq(x1, UNPACK)                                   # pieces 1 + 5, then (1 + 5) + (3 + 7)
     if NP > 5:
-        b = b + _sq(x5)
+        b = b + _sqw(x5, UNPACK, TW if NP == 6 else PIECE, PIECE)
     if NP > 7:
-        b = b + (_sq(x3) + _sq(x7))
+        b = b + (_sq(x3, UNPACK) + _sqw(x7, UNPACK, TW, PIECE))
     else:
-        b = b + _sq(x3)
+        b = b + _sq(x3, UNPACK)
     return _fold(a + b, PIECE, LOG)
 
 
@@ -127,10 +149,11 @@ def _in(cols, n_cols, K_: tl.constexpr, NFULL: tl.constexpr):
 
 @triton.jit
 def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
-       stride_bc, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr,
+       stride_bc, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+       XMOD: tl.constexpr, SMOD: tl.constexpr,
        NFULL: tl.constexpr):
     """Piece K_ of r = res + gate[idx] * branch in the eager roundings (bf16, zeros past H), stored to r_ptr."""
-    cols = K_ * PIECE + tl.arange(0, PIECE)
+    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
     m = _in(cols, n_cols, K_, NFULL)
     x = tl.load(res_ptr + row * stride_er + cols * stride_ec, mask=m, other=0.0, cache_modifier=XMOD)
     br = tl.load(branch_ptr + row * stride_br + cols * stride_bc, mask=m, other=0.0, cache_modifier=XMOD)
@@ -142,17 +165,18 @@ def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride
 
 
 @triton.jit
-def _r(r_ptr, row, n_cols, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+def _r(r_ptr, row, n_cols, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+       NFULL: tl.constexpr):
     """Piece K_ of r as stored (RELOAD)."""
-    cols = K_ * PIECE + tl.arange(0, PIECE)
+    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
     return tl.load(r_ptr + row * stride_rr + cols, mask=_in(cols, n_cols, K_, NFULL), other=0.0)
 
 
 @triton.jit
 def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+            stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
-    cols = K_ * PIECE + tl.arange(0, PIECE)
+    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
     m = _in(cols, n_cols, K_, NFULL)
     w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
@@ -165,15 +189,16 @@ def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_
 
 
 @triton.jit
-def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, SMOD: tl.constexpr,
+def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr,
+         TW: tl.constexpr, SMOD: tl.constexpr,
          QUOT: tl.constexpr, NFULL: tl.constexpr):
     """Piece K_'s bytes. scale and bad are the row's scalars: a non-finite row and a tiny one are branches of the
     program, not selects per element, and the common row's factor -1 is a constant, folded into the products."""
-    cols = K_ * PIECE + tl.arange(0, PIECE)
+    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
     ptrs = q_ptr + q_off + cols
     m = _in(cols, n_cols, K_, NFULL)
     if bad:   # +NaN converts to 0x7F, e4m3fn's NaN
-        nan = tl.full([PIECE], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+        nan = tl.full(cols.shape, NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
         tl.store(ptrs, nan.to(tl.float8e4nv), mask=m, cache_modifier=SMOD)
     elif scale < TINY_SCALE:
         tl.store(ptrs, _quantise(h.to(tl.float32), scale, -LIFT, QUOT), mask=m, cache_modifier=SMOD)
@@ -183,9 +208,9 @@ def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.conste
 
 @triton.jit
 def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
-       abits, K_: tl.constexpr, PIECE: tl.constexpr, NFULL: tl.constexpr):
+       abits, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     h, b = _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, K_, PIECE, NFULL)
+                   stride_scc, K_, PIECE, NP, TW, NFULL)
     return h, tl.maximum(abits, b)
 
 
@@ -194,98 +219,102 @@ def _row(row, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
          n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
          stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr,
          NP: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
-         NFULL: tl.constexpr):
+         NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
     x0 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-            stride_gc, stride_br, stride_bc, stride_rr, 0, PIECE, XMOD, SMOD, NFULL)
+            stride_gc, stride_br, stride_bc, stride_rr, 0, PIECE, NP, TW, XMOD, SMOD, NFULL)
     x1 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-            stride_gc, stride_br, stride_bc, stride_rr, 1, PIECE, XMOD, SMOD, NFULL)
+            stride_gc, stride_br, stride_bc, stride_rr, 1, PIECE, NP, TW, XMOD, SMOD, NFULL)
     x2 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-            stride_gc, stride_br, stride_bc, stride_rr, 2, PIECE, XMOD, SMOD, NFULL)
+            stride_gc, stride_br, stride_bc, stride_rr, 2, PIECE, NP, TW, XMOD, SMOD, NFULL)
     x3 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-            stride_gc, stride_br, stride_bc, stride_rr, 3, PIECE, XMOD, SMOD, NFULL)
+            stride_gc, stride_br, stride_bc, stride_rr, 3, PIECE, NP, TW, XMOD, SMOD, NFULL)
     x4 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-            stride_gc, stride_br, stride_bc, stride_rr, 4, PIECE, XMOD, SMOD, NFULL)
+            stride_gc, stride_br, stride_bc, stride_rr, 4, PIECE, NP, TW, XMOD, SMOD, NFULL)
     if NP > 5:
         x5 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-                stride_gc, stride_br, stride_bc, stride_rr, 5, PIECE, XMOD, SMOD, NFULL)
+                stride_gc, stride_br, stride_bc, stride_rr, 5, PIECE, NP, TW, XMOD, SMOD, NFULL)
     else:
         x5 = x0                                  # absent: never read
     if NP > 6:
         x6 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-                stride_gc, stride_br, stride_bc, stride_rr, 6, PIECE, XMOD, SMOD, NFULL)
+                stride_gc, stride_br, stride_bc, stride_rr, 6, PIECE, NP, TW, XMOD, SMOD, NFULL)
     else:
         x6 = x0                                  # absent: never read
     if NP > 7:
         x7 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
-                stride_gc, stride_br, stride_bc, stride_rr, 7, PIECE, XMOD, SMOD, NFULL)
+                stride_gc, stride_br, stride_bc, stride_rr, 7, PIECE, NP, TW, XMOD, SMOD, NFULL)
     else:
         x7 = x0                                  # absent: never read
-    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP)
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, TW, UNPACK)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
     if RELOAD == 2:   # h made twice from r read back, for the amax and for the bytes: nothing held across pieces
         tl.debug_barrier()                      # r stored by this program's threads is read back
         abits = tl.zeros((), tl.int32)
         for k in tl.static_range(NP):
-            _, abits = _h(_r(r_ptr, row, n_cols, stride_rr, k, PIECE, NFULL), rstd, t64, n_cols, w_ptr, shift_ptr,
-                          scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, abits, k, PIECE, NFULL)
+            _, abits = _h(_r(r_ptr, row, n_cols, stride_rr, k, PIECE, NP, TW, NFULL), rstd, t64, n_cols, w_ptr,
+                          shift_ptr,
+                          scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, abits, k, PIECE, NP,
+                          TW, NFULL)
         qscale, bad = _row_scale(abits)
         for k in tl.static_range(NP):
-            hk, _ = _affine(_r(r_ptr, row, n_cols, stride_rr, k, PIECE, NFULL), rstd, t64, n_cols, w_ptr, shift_ptr,
-                            scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, k, PIECE, NFULL)
-            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, SMOD, QUOT, NFULL)
+            hk, _ = _affine(_r(r_ptr, row, n_cols, stride_rr, k, PIECE, NP, TW, NFULL), rstd, t64, n_cols, w_ptr,
+                            shift_ptr,
+                            scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, k, PIECE, NP, TW,
+                            NFULL)
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
         tl.store(s_ptr + row, qscale)
         return
     if RELOAD:
         tl.debug_barrier()                      # r stored by this program's threads is read back
-        x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE, NFULL)
+        x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE, NP, TW, NFULL)
     h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                        stride_scr, stride_scc, 0, PIECE, NFULL)
+                        stride_scr, stride_scc, 0, PIECE, NP, TW, NFULL)
     if RELOAD:
-        x1 = _r(r_ptr, row, n_cols, stride_rr, 1, PIECE, NFULL)
+        x1 = _r(r_ptr, row, n_cols, stride_rr, 1, PIECE, NP, TW, NFULL)
     h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 1, PIECE, NFULL)
+                   stride_scc, abits, 1, PIECE, NP, TW, NFULL)
     if RELOAD:
-        x2 = _r(r_ptr, row, n_cols, stride_rr, 2, PIECE, NFULL)
+        x2 = _r(r_ptr, row, n_cols, stride_rr, 2, PIECE, NP, TW, NFULL)
     h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 2, PIECE, NFULL)
+                   stride_scc, abits, 2, PIECE, NP, TW, NFULL)
     if RELOAD:
-        x3 = _r(r_ptr, row, n_cols, stride_rr, 3, PIECE, NFULL)
+        x3 = _r(r_ptr, row, n_cols, stride_rr, 3, PIECE, NP, TW, NFULL)
     h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 3, PIECE, NFULL)
+                   stride_scc, abits, 3, PIECE, NP, TW, NFULL)
     if RELOAD:
-        x4 = _r(r_ptr, row, n_cols, stride_rr, 4, PIECE, NFULL)
+        x4 = _r(r_ptr, row, n_cols, stride_rr, 4, PIECE, NP, TW, NFULL)
     h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 4, PIECE, NFULL)
+                   stride_scc, abits, 4, PIECE, NP, TW, NFULL)
     if NP > 5:
         if RELOAD:
-            x5 = _r(r_ptr, row, n_cols, stride_rr, 5, PIECE, NFULL)
+            x5 = _r(r_ptr, row, n_cols, stride_rr, 5, PIECE, NP, TW, NFULL)
         h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 5, PIECE, NFULL)
+                       stride_scr, stride_scc, abits, 5, PIECE, NP, TW, NFULL)
     if NP > 6:
         if RELOAD:
-            x6 = _r(r_ptr, row, n_cols, stride_rr, 6, PIECE, NFULL)
+            x6 = _r(r_ptr, row, n_cols, stride_rr, 6, PIECE, NP, TW, NFULL)
         h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 6, PIECE, NFULL)
+                       stride_scr, stride_scc, abits, 6, PIECE, NP, TW, NFULL)
     if NP > 7:
         if RELOAD:
-            x7 = _r(r_ptr, row, n_cols, stride_rr, 7, PIECE, NFULL)
+            x7 = _r(r_ptr, row, n_cols, stride_rr, 7, PIECE, NP, TW, NFULL)
         h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 7, PIECE, NFULL)
+                       stride_scr, stride_scc, abits, 7, PIECE, NP, TW, NFULL)
     qscale, bad = _row_scale(abits)
     qo = row * stride_q
-    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, NP, TW, SMOD, QUOT, NFULL)
     if NP > 5:
-        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, SMOD, QUOT, NFULL)
+        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, NP, TW, SMOD, QUOT, NFULL)
     if NP > 6:
-        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, SMOD, QUOT, NFULL)
+        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, NP, TW, SMOD, QUOT, NFULL)
     if NP > 7:
-        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, SMOD, QUOT, NFULL)
+        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, NP, TW, SMOD, QUOT, NFULL)
     tl.store(s_ptr + row, qscale)
 
 
@@ -296,25 +325,33 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
                                             stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
                                             PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
                                             XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr,
-                                            RELOAD: tl.constexpr, NFULL: tl.constexpr, PERSIST: tl.constexpr,
-                                            STAGES: tl.constexpr):
+                                            RELOAD: tl.constexpr, NFULL: tl.constexpr, TW: tl.constexpr,
+                                            UNPACK: tl.constexpr, PERSIST: tl.constexpr, STAGES: tl.constexpr):
     if PERSIST:
         for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
             _row(tl.cast(row, tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr,
                  q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
                  stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
-                 stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+                 stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
     else:
         _row(tl.program_id(0).to(tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
              idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
              stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
-             PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL)
+             PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
+
+
+def _tail_width(n_cols, piece, n_pieces):
+    """Columns of the last piece with TAIL 1: the power of two (at least MIN_PIECE, at most the piece) that holds the
+    row's columns in it (MIN_PIECE where it holds none: its columns are all zeros)."""
+    left = n_cols - (n_pieces - 1) * piece
+    return min(piece, max(triton.next_power_of_2(max(left, 1)), MIN_PIECE))
 
 
 def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0, PERSIST=0,
-           STAGES=1):
+           STAGES=1, TAIL=0, UNPACK=0):
     n_rows, n_cols = res.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
+    n_pieces = max(triton.cdiv(n_cols, piece), PIECES // 2 + 1)
     r = K.empty((n_rows, n_cols), dtype=res.dtype, device=res.device)
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=res.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=res.device)
@@ -323,8 +360,9 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
             res, gate, branch, r, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS,
             res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),
             r.stride(0), w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1),
-            idx.stride(0), h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1),
-            XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
+            idx.stride(0), h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=n_pieces,
+            TW=_tail_width(n_cols, piece, n_pieces) if TAIL else piece, UNPACK=UNPACK, XMOD=".cg" if STREAM else "",
+            SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
             NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES,
             num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums, in r or in modulate's roundings (docstring)

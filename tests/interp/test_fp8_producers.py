@@ -198,35 +198,69 @@ def test_warp_template_seven_and_eight_pieces(op, hidden):
         assert not why, (hidden, reload, why)
 
 
+@pytest.mark.parametrize("op", WARP)
+@pytest.mark.parametrize("hidden", [2304, 2816, 3328, 3840])
+def test_warp_template_tail_piece(op, hidden):
+    """TAIL 1: the last piece only as wide as the row needs (256 of 512 columns here; 256 of 1024 at H3's 5376), in
+    piece 4, 5, 6 and 7 (2304, 2816, 3328, 3840), bitwise with RELOAD 0-2 (3: modulate_fp8's), UNPACK 0 and 1, the
+    row loop, and every special case."""
+    from rsi.contract import Shape
+
+    g = get_op_group(op)
+    tpl = _module(template_source(f"{op}_warp"), f"tpl_{op}_warp_tail_{hidden}")
+    base = {**load_space(op).select(f"{op}_warp").heuristic(), "PERSIST": 0, "STAGES": 1, "TAIL": 1}
+    shape = Shape("tail", {"rows": 3, "hidden": hidden, "table": 6})
+    inputs = g.make_inputs(shape, 9, "cpu")
+    want = g.reference(*inputs)
+    for reload in (0, 1, 2, 3) if op == "modulate_fp8" else (0, 1, 2):
+        for unpack in (0, 1):
+            why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": reload, "UNPACK": unpack}), want)
+            assert not why, (hidden, reload, unpack, why)
+    why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2}), want)
+    assert not why, (hidden, "PERSIST 2", why)
+    for sc in g.special_cases:
+        inputs = sc.apply(g.make_inputs(shape, 6, "cpu"), ())
+        why = _bitwise(tpl.launch(*inputs, **{**base, "UNPACK": 1}), g.reference(*inputs))
+        assert not why, (hidden, sc.name, why)
+
+
 _SUM_KERNEL = """
 
 
 @triton.jit
-def sum_kernel(x_ptr, o_ptr, n_cols, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr):
+def _ld(x_ptr, row, n_cols, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr):
+    c = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    return tl.load(x_ptr + row + c, mask=c < n_cols, other=0.0)
+
+
+@triton.jit
+def sum_kernel(x_ptr, o_ptr, n_cols, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+               UNPACK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * n_cols
-    x0 = tl.load(x_ptr + row + tl.arange(0, PIECE), mask=tl.arange(0, PIECE) < n_cols, other=0.0)
-    x1 = tl.load(x_ptr + row + PIECE + tl.arange(0, PIECE), mask=PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x2 = tl.load(x_ptr + row + 2 * PIECE + tl.arange(0, PIECE), mask=2 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x3 = tl.load(x_ptr + row + 3 * PIECE + tl.arange(0, PIECE), mask=3 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    x4 = tl.load(x_ptr + row + 4 * PIECE + tl.arange(0, PIECE), mask=4 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+    x0 = _ld(x_ptr, row, n_cols, 0, PIECE, NP, TW)
+    x1 = _ld(x_ptr, row, n_cols, 1, PIECE, NP, TW)
+    x2 = _ld(x_ptr, row, n_cols, 2, PIECE, NP, TW)
+    x3 = _ld(x_ptr, row, n_cols, 3, PIECE, NP, TW)
+    x4 = _ld(x_ptr, row, n_cols, 4, PIECE, NP, TW)
     x5 = x0                     # pieces the row does not reach: placeholders, as in the kernels (read: wrong sum)
     x6 = x0
     x7 = x0
     if NP > 5:
-        x5 = tl.load(x_ptr + row + 5 * PIECE + tl.arange(0, PIECE), mask=5 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+        x5 = _ld(x_ptr, row, n_cols, 5, PIECE, NP, TW)
     if NP > 6:
-        x6 = tl.load(x_ptr + row + 6 * PIECE + tl.arange(0, PIECE), mask=6 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
+        x6 = _ld(x_ptr, row, n_cols, 6, PIECE, NP, TW)
     if NP > 7:
-        x7 = tl.load(x_ptr + row + 7 * PIECE + tl.arange(0, PIECE), mask=7 * PIECE + tl.arange(0, PIECE) < n_cols, other=0.0)
-    tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP))
+        x7 = _ld(x_ptr, row, n_cols, 7, PIECE, NP, TW)
+    tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, TW, UNPACK))
 
 
-def sum_squares(x):
+def sum_squares(x, tail=0, unpack=0):
     n_rows, n_cols = x.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
+    n_pieces = max(triton.cdiv(n_cols, piece), PIECES // 2 + 1)
     out = K.empty((n_rows,), dtype=K.float32, device=x.device)
-    sum_kernel[(n_rows,)](x, out, n_cols, PIECE=piece, LOG=LOG2_MAX,
-                          NP=max(triton.cdiv(n_cols, piece), PIECES // 2 + 1))
+    sum_kernel[(n_rows,)](x, out, n_cols, PIECE=piece, LOG=LOG2_MAX, NP=n_pieces,
+                          TW=_tail_width(n_cols, piece, n_pieces) if tail else piece, UNPACK=unpack)
     return out
 """
 
@@ -239,17 +273,23 @@ def test_warp_template_sum_is_the_canonical_tree(op):
     change of the sum seldom moves a bf16 h), so the sum is checked on its own."""
     gen = torch.Generator().manual_seed(3)
     src = template_source(f"{op}_warp")
-    for cols in (5376, 1000, 4096 + 1, 8192, 1700, 7000):
+    tpl = _module(src + _SUM_KERNEL, f"tpl_{op}_sum")
+    # 2304, 2816, 3328 and 3840 end in a 256-column tail in piece 4, 5, 6 and 7 (TAIL 1: a narrower last piece)
+    for cols in (5376, 1000, 4096 + 1, 8192, 1700, 7000, 2304, 2816, 3328, 3840):
         mant = torch.rand(6, cols, generator=gen) + 1
         x = (mant * 2.0 ** torch.randint(-20, 8, (6, cols), generator=gen)).to(torch.bfloat16)
+        x[0, -1] = -x[0, -1]                             # a negative square's input (UNPACK drops no sign bit wrongly)
         want = modulate_fp8.tree_sum(x.float() * x.float())
-        got = _module(src + _SUM_KERNEL, f"tpl_{op}_sum").sum_squares(x)
-        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), cols
-    old = "    a = _sq(x0) + _sq(x4)"
+        for tail, unpack in ((0, 0), (1, 0), (1, 1)):
+            got = tpl.sum_squares(x, tail, unpack)
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (cols, tail, unpack)
+    old = "    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)"
     assert src.count(old) == 1
-    swapped = src.replace(old, "    a = _sq(x0) + _sq(x2)").replace("        a = a + (_sq(x2) + _sq(x6))",
-                                                                "        a = a + (_sq(x4) + _sq(x6))")
-    swapped = swapped.replace("        a = a + _sq(x2)\n", "        a = a + _sq(x4)\n")
+    p4, p6 = "_sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)", "_sqw(x6, UNPACK, TW if NP == 7 else PIECE, PIECE)"
+    swapped = src.replace(old, "    a = _sq(x0, UNPACK) + _sq(x2, UNPACK)")
+    swapped = swapped.replace(f"        a = a + (_sq(x2, UNPACK) + {p6})", f"        a = a + ({p4} + {p6})")
+    swapped = swapped.replace("        a = a + _sq(x2, UNPACK)\n", f"        a = a + {p4}\n")
+    assert swapped.count("_sq(x0, UNPACK) + _sq(x2, UNPACK)") == 1 and "a = a + _sq(x2" not in swapped
     x = torch.zeros(1, 5376, dtype=torch.bfloat16)       # squares 1, 2**-24, 2.25 * 2**-24 at pieces 0, 2, 4:
     x[0, 0], x[0, 2048], x[0, 4096] = 1.0, 2.0**-12, 1.5 * 2.0**-12   # (1 + p4) + p2 = 1 + 2**-22, (1 + p2) + p4 = 1 + 2**-23
     assert modulate_fp8.tree_sum(x.float() * x.float()).item() == 1 + 2.0**-22

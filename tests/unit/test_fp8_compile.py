@@ -49,6 +49,16 @@ def resources(cubin):   # (registers, stack bytes: spills live there, SEL instru
     nan_sel = len(re.findall(r"\bSEL R\d+, R\d+, 0x7f(?:c00000)?,", sass))
     return (int(m.group(1)), int(m.group(2)), nan_sel) if m else (None, None, None)
 
+def sass_count(cubin):   # SASS instructions in the cubin (0 without Triton's cuobjdump)
+    import subprocess, tempfile
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return 0
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin); f.flush()
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    return len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+\S", sass))
+
 def compile_(fn, types, const, div=(), **options):
     # div: the arguments a launch's specialisation sees divisible by 16 (pointers, H3's widths and row strides);
     # without the hint masked loads and stores are not vectorised and the build is not the one that runs
@@ -67,6 +77,7 @@ def compile_(fn, types, const, div=(), **options):
             r"cvt\.rn\.satfinite\.e4m3x2\.f32", r"ex2\.[a-z.]*", r"fma\.rn\.f32", r"cp\.async\.bulk\.tensor\.[0-9]d",
             r"ld\.shared", r"bar\.sync", r"cp\.async\.cg\.shared\.global")
     return {"cubin": len(k.asm.get("cubin", b"")), "shared": k.metadata.shared, "resources": resources(k.asm["cubin"]),
+            "sass": sass_count(k.asm["cubin"]),
             "ops": sorted({m for p in pats for m in re.findall(p, ptx)}), "div_rn_f32": ptx.count("div.rn.f32")}
 
 out = {}
@@ -120,7 +131,7 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     m = load(op)
     wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
               "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "NFULL": 5, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
-              "RELOAD": 0, "PERSIST": 0, "STAGES": 1}
+              "RELOAD": 0, "PERSIST": 0, "STAGES": 1, "TW": 1024, "UNPACK": 0}
     fn = getattr(m, kern)
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
@@ -133,6 +144,12 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     if "PERSIST" in fn.arg_names:   # the row loop, pipelined over two stages
         out[op + "_persist"] = compile_(fn, types, {**wconst, "QUOT": 1, "PERSIST": 1, "STAGES": 2}, div, num_warps=1,
                                         enable_fp_fusion=False)
+    # the heuristics' builds (modulate_fp8_warp: the unpipelined row loop, RELOAD 0; the residual: RELOAD 1) with and
+    # without TAIL 1 (the last piece 256 columns wide) and UNPACK 1
+    heur = {"modulate_fp8_warp": {"RELOAD": 0, "PERSIST": 1056}}.get(op, {"RELOAD": 1, "PERSIST": 0})
+    for tw, unpack in ((1024, 0), (256, 0), (256, 1)):
+        out[f"{op}_tw{tw}_u{unpack}"] = compile_(fn, types, {**wconst, "QUOT": 1, **heur, "TW": tw, "UNPACK": unpack},
+                                                 div, num_warps=1, enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -229,6 +246,16 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
             # the converted bytes (4,927 instructions in modulate_fp8_warp's program) unpacked and repacked them, a
             # select in fp32 cost one a byte (4,399); the branches' common path has about 4,015 (docs/kernels.md)
             assert ins1 == 0, (name, ins1)
+    # TAIL 1 drops the sixth piece's 768 padding columns: fewer instructions and, with UNPACK (modulate_fp8_warp) or
+    # RELOAD 1 (the residual's heuristic), no stack, where the full-width builds spill (twenty-eighth session: 4,832
+    # -> 4,504 and 160 -> 0 bytes; 6,063 -> 5,318 and 56 -> 0)
+    for name, tail in (("modulate_fp8_warp", "_tw256_u1"), ("gate_residual_modulate_fp8_warp", "_tw256_u0")):
+        (_, stack0, _), (_, stack1, _) = r[name + "_tw1024_u0"]["resources"], r[name + tail]["resources"]
+        if stack0 is not None:
+            assert stack0 > 0 and stack1 == 0, (name, stack0, stack1)
+        assert r[name + tail]["shared"] == 0, (name, r[name + tail])   # the widening is register selects
+        if r[name + tail]["sass"]:
+            assert r[name + tail]["sass"] < 0.95 * r[name + "_tw1024_u0"]["sass"], (name, r[name + tail]["sass"])
     # the eight-piece templates' PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
     # (cp.async, no stack); one program a row has neither
     for name in ("modulate_fp8_warp", "gate_residual_modulate_fp8_warp"):
