@@ -99,12 +99,12 @@ def _sq(x, UNPACK: tl.constexpr):
 
 
 @triton.jit
-def _sqw(x, UNPACK: tl.constexpr, W: tl.constexpr, PIECE: tl.constexpr):
-    """_sq of a piece of W columns widened to PIECE with zeros (the tail piece: adding a zero square is exact, so
-    the tree is the one over the full-width zero-padded piece)."""
+def _sqw(x, UNPACK: tl.constexpr, PIECE: tl.constexpr):
+    """_sq of a piece widened to PIECE with zeros where it is narrower (the tail piece: adding a zero square is exact,
+    so the tree is the one over the full-width zero-padded piece)."""
     s = _sq(x, UNPACK)
-    if W < PIECE:
-        s = tl.reshape(tl.where(tl.arange(0, PIECE // W)[:, None] == 0, s[None, :], 0.0), [PIECE])
+    if x.shape[0] < PIECE:
+        s = tl.reshape(tl.where(tl.arange(0, PIECE // x.shape[0])[:, None] == 0, s[None, :], 0.0), [PIECE])
     return s
 
 
@@ -120,23 +120,29 @@ def _fold(v, N: tl.constexpr, LOG: tl.constexpr):
 
 @triton.jit
 def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                 TW: tl.constexpr, UNPACK: tl.constexpr):
+                 UNPACK: tl.constexpr):
     """The canonical sum of squares of a row given as its eight pieces (pieces NP and on are zeros and not read;
-    piece NP - 1 has TW columns): the top three levels over whole pieces, then the in-piece levels (module
+    piece NP - 1 may be narrower): the top three levels over whole pieces, then the in-piece levels (module
     docstring)."""
-    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)   # pieces 0 + 4, then (0 + 4) + (2 + 6)
+    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, PIECE)   # pieces 0 + 4, then (0 + 4) + (2 + 6)
     if NP > 6:
-        a = a + (_sq(x2, UNPACK) + _sqw(x6, UNPACK, TW if NP == 7 else PIECE, PIECE))
+        a = a + (_sq(x2, UNPACK) + _sqw(x6, UNPACK, PIECE))
     else:
         a = a + _sq(x2, UNPACK)
     b = _sq(x1, UNPACK)                                   # pieces 1 + 5, then (1 + 5) + (3 + 7)
     if NP > 5:
-        b = b + _sqw(x5, UNPACK, TW if NP == 6 else PIECE, PIECE)
+        b = b + _sqw(x5, UNPACK, PIECE)
     if NP > 7:
-        b = b + (_sq(x3, UNPACK) + _sqw(x7, UNPACK, TW, PIECE))
+        b = b + (_sq(x3, UNPACK) + _sqw(x7, UNPACK, PIECE))
     else:
         b = b + _sq(x3, UNPACK)
     return _fold(a + b, PIECE, LOG)
+
+
+@triton.jit
+def _cols(K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr):
+    """Column indices of piece K_: PIECE of them, TW for the last piece (NP - 1)."""
+    return K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
 
 
 @triton.jit
@@ -153,7 +159,7 @@ def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride
        XMOD: tl.constexpr, SMOD: tl.constexpr,
        NFULL: tl.constexpr):
     """Piece K_ of r = res + gate[idx] * branch in the eager roundings (bf16, zeros past H), stored to r_ptr."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     m = _in(cols, n_cols, K_, NFULL)
     x = tl.load(res_ptr + row * stride_er + cols * stride_ec, mask=m, other=0.0, cache_modifier=XMOD)
     br = tl.load(branch_ptr + row * stride_br + cols * stride_bc, mask=m, other=0.0, cache_modifier=XMOD)
@@ -168,7 +174,7 @@ def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride
 def _r(r_ptr, row, n_cols, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
        NFULL: tl.constexpr):
     """Piece K_ of r as stored (RELOAD)."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     return tl.load(r_ptr + row * stride_rr + cols, mask=_in(cols, n_cols, K_, NFULL), other=0.0)
 
 
@@ -176,7 +182,7 @@ def _r(r_ptr, row, n_cols, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP:
 def _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
             stride_scc, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     """h (bf16) of piece K_ in modulate's eager roundings, and its largest |h| bit pattern."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     m = _in(cols, n_cols, K_, NFULL)
     w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
@@ -194,7 +200,7 @@ def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.conste
          QUOT: tl.constexpr, NFULL: tl.constexpr):
     """Piece K_'s bytes. scale and bad are the row's scalars: a non-finite row and a tiny one are branches of the
     program, not selects per element, and the common row's factor -1 is a constant, folded into the products."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     ptrs = q_ptr + q_off + cols
     m = _in(cols, n_cols, K_, NFULL)
     if bad:   # +NaN converts to 0x7F, e4m3fn's NaN
@@ -247,7 +253,7 @@ def _row(row, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
                 stride_gc, stride_br, stride_bc, stride_rr, 7, PIECE, NP, TW, XMOD, SMOD, NFULL)
     else:
         x7 = x0                                  # absent: never read
-    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, TW, UNPACK)
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, UNPACK)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
     if RELOAD == 2:   # h made twice from r read back, for the amax and for the bytes: nothing held across pieces
         tl.debug_barrier()                      # r stored by this program's threads is read back

@@ -98,12 +98,12 @@ def _sq(x, UNPACK: tl.constexpr):
 
 
 @triton.jit
-def _sqw(x, UNPACK: tl.constexpr, W: tl.constexpr, PIECE: tl.constexpr):
-    """_sq of a piece of W columns widened to PIECE with zeros (the tail piece: adding a zero square is exact, so
-    the tree is the one over the full-width zero-padded piece)."""
+def _sqw(x, UNPACK: tl.constexpr, PIECE: tl.constexpr):
+    """_sq of a piece widened to PIECE with zeros where it is narrower (the tail piece: adding a zero square is exact,
+    so the tree is the one over the full-width zero-padded piece)."""
     s = _sq(x, UNPACK)
-    if W < PIECE:
-        s = tl.reshape(tl.where(tl.arange(0, PIECE // W)[:, None] == 0, s[None, :], 0.0), [PIECE])
+    if x.shape[0] < PIECE:
+        s = tl.reshape(tl.where(tl.arange(0, PIECE // x.shape[0])[:, None] == 0, s[None, :], 0.0), [PIECE])
     return s
 
 
@@ -119,23 +119,29 @@ def _fold(v, N: tl.constexpr, LOG: tl.constexpr):
 
 @triton.jit
 def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
-                 TW: tl.constexpr, UNPACK: tl.constexpr):
+                 UNPACK: tl.constexpr):
     """The canonical sum of squares of a row given as its eight pieces (pieces NP and on are zeros and not read;
-    piece NP - 1 has TW columns): the top three levels over whole pieces, then the in-piece levels (module
+    piece NP - 1 may be narrower): the top three levels over whole pieces, then the in-piece levels (module
     docstring)."""
-    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)   # pieces 0 + 4, then (0 + 4) + (2 + 6)
+    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, PIECE)   # pieces 0 + 4, then (0 + 4) + (2 + 6)
     if NP > 6:
-        a = a + (_sq(x2, UNPACK) + _sqw(x6, UNPACK, TW if NP == 7 else PIECE, PIECE))
+        a = a + (_sq(x2, UNPACK) + _sqw(x6, UNPACK, PIECE))
     else:
         a = a + _sq(x2, UNPACK)
     b = _sq(x1, UNPACK)                                   # pieces 1 + 5, then (1 + 5) + (3 + 7)
     if NP > 5:
-        b = b + _sqw(x5, UNPACK, TW if NP == 6 else PIECE, PIECE)
+        b = b + _sqw(x5, UNPACK, PIECE)
     if NP > 7:
-        b = b + (_sq(x3, UNPACK) + _sqw(x7, UNPACK, TW, PIECE))
+        b = b + (_sq(x3, UNPACK) + _sqw(x7, UNPACK, PIECE))
     else:
         b = b + _sq(x3, UNPACK)
     return _fold(a + b, PIECE, LOG)
+
+
+@triton.jit
+def _cols(K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr):
+    """Column indices of piece K_: PIECE of them, TW for the last piece (NP - 1)."""
+    return K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
 
 
 @triton.jit
@@ -151,7 +157,7 @@ def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr,
        NP: tl.constexpr, TW: tl.constexpr, XMOD: tl.constexpr,
        NFULL: tl.constexpr):
     """Piece K_ of the row (bf16, zeros past H)."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     return tl.load(x_ptr + row_off + cols * stride_xc, mask=_in(cols, n_cols, K_, NFULL), other=0.0,
                    cache_modifier=XMOD)
 
@@ -160,7 +166,7 @@ def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr,
 def _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
          K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     """Piece K_ of w and of the row's AdaLN scale and shift rows (bf16, zeros past H)."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     m = _in(cols, n_cols, K_, NFULL)
     w = tl.load(w_ptr + cols * stride_w, mask=m, other=0.0, eviction_policy="evict_last")
     sc = tl.load(scale_ptr + t64 * stride_scr + cols * stride_scc, mask=m, other=0.0, eviction_policy="evict_last")
@@ -172,7 +178,7 @@ def _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_
 def _made(x, w, sc, sh, rstd, n_cols, K_: tl.constexpr, PIECE: tl.constexpr,
           NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     """h (bf16) of piece K_ from its loaded operands in modulate's eager roundings, and its largest |h| bit pattern."""
-    m = _in(K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE), n_cols, K_, NFULL)
+    m = _in(_cols(K_, PIECE, NP, TW), n_cols, K_, NFULL)
     n = (x.to(tl.float32) * rstd * w.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
     s1 = (1.0 + sc.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
     p = (n * s1).to(tl.bfloat16).to(tl.float32)
@@ -195,7 +201,7 @@ def _put(q_ptr, q_off, h, scale, bad, n_cols, K_: tl.constexpr, PIECE: tl.conste
          QUOT: tl.constexpr, NFULL: tl.constexpr):
     """Piece K_'s bytes. scale and bad are the row's scalars: a non-finite row and a tiny one are branches of the
     program, not selects per element, and the common row's factor -1 is a constant, folded into the products."""
-    cols = K_ * PIECE + tl.arange(0, TW if K_ == NP - 1 else PIECE)
+    cols = _cols(K_, PIECE, NP, TW)
     ptrs = q_ptr + q_off + cols
     m = _in(cols, n_cols, K_, NFULL)
     if bad:   # +NaN converts to 0x7F, e4m3fn's NaN
@@ -245,7 +251,7 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
         xa = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, NP, TW, "", NFULL)
         wa, sca, sha = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                             stride_scc, 0, PIECE, NP, TW, NFULL)
-    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, TW, UNPACK)
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, UNPACK)
     rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
     if RELOAD == 3:   # RELOAD 2 with each piece's operands loaded while the piece before it is made
         abits = tl.zeros((), tl.int32)

@@ -251,7 +251,7 @@ def sum_kernel(x_ptr, o_ptr, n_cols, PIECE: tl.constexpr, LOG: tl.constexpr, NP:
         x6 = _ld(x_ptr, row, n_cols, 6, PIECE, NP, TW)
     if NP > 7:
         x7 = _ld(x_ptr, row, n_cols, 7, PIECE, NP, TW)
-    tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, TW, UNPACK))
+    tl.store(o_ptr + tl.program_id(0), _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, UNPACK))
 
 
 def sum_squares(x, tail=0, unpack=0):
@@ -283,9 +283,9 @@ def test_warp_template_sum_is_the_canonical_tree(op):
         for tail, unpack in ((0, 0), (1, 0), (1, 1)):
             got = tpl.sum_squares(x, tail, unpack)
             assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (cols, tail, unpack)
-    old = "    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)"
+    old = "    a = _sq(x0, UNPACK) + _sqw(x4, UNPACK, PIECE)"
     assert src.count(old) == 1
-    p4, p6 = "_sqw(x4, UNPACK, TW if NP == 5 else PIECE, PIECE)", "_sqw(x6, UNPACK, TW if NP == 7 else PIECE, PIECE)"
+    p4, p6 = "_sqw(x4, UNPACK, PIECE)", "_sqw(x6, UNPACK, PIECE)"
     swapped = src.replace(old, "    a = _sq(x0, UNPACK) + _sq(x2, UNPACK)")
     swapped = swapped.replace(f"        a = a + (_sq(x2, UNPACK) + {p6})", f"        a = a + ({p4} + {p6})")
     swapped = swapped.replace("        a = a + _sq(x2, UNPACK)\n", f"        a = a + {p4}\n")
