@@ -320,9 +320,13 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     the bf16 modulate kernel at stage1 on an H100 (run 79 h3) and 0.705x on the H200 (run 79), against 0.760x and
     0.665x for one program a row with the row read again for h (RELOAD 1, the heuristic before: probe 73's fastest
     of five, promoted for h100 in run 73 d). The H200 judge promoted it for h200 (run 79: 1.16-1.20x the locked
-    kernel, modulate_fp8_warp-0f472465614a)."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1, "TAIL": 0,
-         "UNPACK": 0}
+    kernel, modulate_fp8_warp-0f472465614a). The last piece only as wide as the row needs (TAIL 1) and the squares
+    unpacked from x's bits (UNPACK 1): probe 81 on an H100 (run 81 h, a sweep of five outside the judge) 0.864x /
+    0.872x / 0.978x the bf16 kernel at stage1 / per_rank / full (TAIL alone 0.890x / 0.867x / 0.943x; without either
+    0.800x / 0.796x / 0.879x), the fastest by the geometric mean; judged and promoted for h100
+    (modulate_fp8_warp-7a677d5dddbd, 1.29x the locked kernel). Not yet timed on the H200."""
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1, "TAIL": 1,
+         "UNPACK": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
@@ -331,8 +335,11 @@ def _heuristic_fp8_residual_warp(space: Space) -> dict[str, Any]:
     (0.767x the bf16 gate_residual_modulate kernel at stage1 against 0.723x; promoted for the h100 target in run 73
     d), its H200 call one warp (0.632x against 0.602x). Since the quantiser's NaN row and tiny row are branches
     (deb8a41: 5,948 -> 5,035 instructions a one-warp program), one warp is the faster on the H100 too: 0.818x
-    against 0.783x at 4 warps (probe 79, run 79 h2, a sweep outside the judge)."""
-    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1, "TAIL": 0,
+    against 0.783x at 4 warps (probe 79, run 79 h2, a sweep outside the judge). TAIL 1 (the last piece 256 columns
+    wide at H3's 5376): probe 81 on an H100 (run 81 h) 0.906x / 0.907x / 0.958x against 0.811x / 0.818x / 0.874x,
+    judged and promoted for h100 (gate_residual_modulate_fp8_warp-7224faf2f3d0, 1.19-1.20x the locked kernel); the
+    row loop with TAIL was no faster (0.916x / 0.889x / 0.927x). Not yet timed on the H200."""
+    c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1, "TAIL": 1,
          "UNPACK": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
