@@ -165,6 +165,9 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # (the loop's shared memory already bounds programs an SM); STAGES only with the loop
     "warp_persist_stages": lambda c: (c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c.get("MAXNREG", 0)
                                       if c.get("PERSIST", 0) else c.get("STAGES", 1) == 1),
+    # modulate_fp8_warp's PREFETCH: the unpipelined row loop (PERSIST, STAGES 1) holding the row (RELOAD 0)
+    "warp_prefetch": lambda c: not c.get("PREFETCH", 0) or (c.get("PERSIST", 0) > 0 and c.get("STAGES", 1) == 1
+                                                            and c["RELOAD"] == 0),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -326,7 +329,7 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     0.800x / 0.796x / 0.879x), the fastest by the geometric mean; judged and promoted for h100
     (modulate_fp8_warp-7a677d5dddbd, 1.29x the locked kernel). Not yet timed on the H200."""
     c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1, "TAIL": 1,
-         "UNPACK": 1}
+         "UNPACK": 1, "PREFETCH": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -41,7 +41,14 @@ TAIL 1 makes the last piece only as wide as the row needs (TW columns: the power
 what is left; 256 of 1,024 at H3's 5,376, where six full pieces carry 768 zero columns); its squares are widened
 with zeros before the piece-level adds, which keeps the tree. UNPACK 1 makes the squares' fp32 x from x's bits
 (``bits << 16``), so that the compiler does not share it with h's conversion and hold the row's fp32 x between them.
-Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES, TAIL, UNPACK.
+PREFETCH 1 (with PERSIST, RELOAD 0, STAGES 1): the loop carries the row's pieces, and each iteration loads the next
+row's (its program's next row; the last row's own again) piece by piece, each once the same piece's bytes are stored,
+into the registers that piece's h held: the loads are in flight while the rest of the row is quantised and stored.
+Without it a program's loads wait for its previous row's stores (the unpipelined loop), and only the SM's other
+programs hide them. Loading the whole next row once h is made spilled (a 360-byte stack in the one-warp sm_90a
+build); piece by piece it holds 255 registers, no stack, 4,448 SASS instructions (TAIL 1; without PREFETCH 4,368 and
+a 96-byte stack).
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES, TAIL, UNPACK, PREFETCH.
 """
 
 import triton
@@ -163,6 +170,27 @@ def _x(x_ptr, row_off, n_cols, stride_xc, K_: tl.constexpr, PIECE: tl.constexpr,
 
 
 @triton.jit
+def _pieces(x_ptr, row_off, n_cols, stride_xc, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+            XMOD: tl.constexpr, NFULL: tl.constexpr):
+    """The row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are x0 (never read)."""
+    x0 = _x(x_ptr, row_off, n_cols, stride_xc, 0, PIECE, NP, TW, XMOD, NFULL)
+    x1 = _x(x_ptr, row_off, n_cols, stride_xc, 1, PIECE, NP, TW, XMOD, NFULL)
+    x2 = _x(x_ptr, row_off, n_cols, stride_xc, 2, PIECE, NP, TW, XMOD, NFULL)
+    x3 = _x(x_ptr, row_off, n_cols, stride_xc, 3, PIECE, NP, TW, XMOD, NFULL)
+    x4 = _x(x_ptr, row_off, n_cols, stride_xc, 4, PIECE, NP, TW, XMOD, NFULL)
+    x5 = x0
+    x6 = x0
+    x7 = x0
+    if NP > 5:
+        x5 = _x(x_ptr, row_off, n_cols, stride_xc, 5, PIECE, NP, TW, XMOD, NFULL)
+    if NP > 6:
+        x6 = _x(x_ptr, row_off, n_cols, stride_xc, 6, PIECE, NP, TW, XMOD, NFULL)
+    if NP > 7:
+        x7 = _x(x_ptr, row_off, n_cols, stride_xc, 7, PIECE, NP, TW, XMOD, NFULL)
+    return x0, x1, x2, x3, x4, x5, x6, x7
+
+
+@triton.jit
 def _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
          K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, NFULL: tl.constexpr):
     """Piece K_ of w and of the row's AdaLN scale and shift rows (bf16, zeros past H)."""
@@ -222,6 +250,99 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
 
 
 @triton.jit
+def _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, x_ptr, xo, n_cols, stride_xc, w_ptr, shift_ptr, scale_ptr,
+        stride_w, stride_shr, stride_shc, stride_scr, stride_scc, PIECE: tl.constexpr, NP: tl.constexpr,
+        TW: tl.constexpr, RELOAD: tl.constexpr, NFULL: tl.constexpr):
+    """h (bf16) of every piece (RELOAD 1: x read again for it) and the row's largest |h| bit pattern; the absent
+    pieces' h are h0 (never stored)."""
+    if RELOAD:
+        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, NP, TW, "", NFULL)
+    h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                        stride_scr, stride_scc, 0, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, NP, TW, "", NFULL)
+    h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 1, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, NP, TW, "", NFULL)
+    h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 2, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, NP, TW, "", NFULL)
+    h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 3, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, NP, TW, "", NFULL)
+    h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 4, PIECE, NP, TW, NFULL)
+    h5 = h0
+    h6 = h0
+    h7 = h0
+    if NP > 5:
+        if RELOAD:
+            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, NP, TW, "", NFULL)
+        h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 5, PIECE, NP, TW, NFULL)
+    if NP > 6:
+        if RELOAD:
+            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, NP, TW, "", NFULL)
+        h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 6, PIECE, NP, TW, NFULL)
+    if NP > 7:
+        if RELOAD:
+            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, NP, TW, "", NFULL)
+        h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 7, PIECE, NP, TW, NFULL)
+    return h0, h1, h2, h3, h4, h5, h6, h7, abits
+
+
+@triton.jit
+def _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, x_ptr, nxt_off, stride_xc,
+          PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr,
+          NFULL: tl.constexpr, XMOD: tl.constexpr, NEXT: tl.constexpr):
+    """The row's scale from its amax bits, then every piece's bytes and the scale stored. NEXT 1 (PREFETCH): after
+    each piece's bytes, that piece of the row at nxt_off is loaded into the registers its h held (the loads stay
+    after the stores before them: the pointers may alias), and the pieces are returned (else the h's, unused)."""
+    qscale, bad = _row_scale(abits)
+    qo = row * stride_q
+    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        h0 = _x(x_ptr, nxt_off, n_cols, stride_xc, 0, PIECE, NP, TW, XMOD, NFULL)
+    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        h1 = _x(x_ptr, nxt_off, n_cols, stride_xc, 1, PIECE, NP, TW, XMOD, NFULL)
+    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        h2 = _x(x_ptr, nxt_off, n_cols, stride_xc, 2, PIECE, NP, TW, XMOD, NFULL)
+    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        h3 = _x(x_ptr, nxt_off, n_cols, stride_xc, 3, PIECE, NP, TW, XMOD, NFULL)
+    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        h4 = _x(x_ptr, nxt_off, n_cols, stride_xc, 4, PIECE, NP, TW, XMOD, NFULL)
+    if NP > 5:
+        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            h5 = _x(x_ptr, nxt_off, n_cols, stride_xc, 5, PIECE, NP, TW, XMOD, NFULL)
+    if NP > 6:
+        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            h6 = _x(x_ptr, nxt_off, n_cols, stride_xc, 6, PIECE, NP, TW, XMOD, NFULL)
+    if NP > 7:
+        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            h7 = _x(x_ptr, nxt_off, n_cols, stride_xc, 7, PIECE, NP, TW, XMOD, NFULL)
+    tl.store(s_ptr + row, qscale)
+    if NEXT and NP <= 5:
+        h5 = h0
+    if NEXT and NP <= 6:
+        h6 = h0
+    if NEXT and NP <= 7:
+        h7 = h0
+    return h0, h1, h2, h3, h4, h5, h6, h7
+
+
+@triton.jit
 def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
          stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
          stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
@@ -229,24 +350,7 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
          NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     xo = row * stride_xr
-    # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
-    x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, NP, TW, XMOD, NFULL)
-    x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, NP, TW, XMOD, NFULL)
-    x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, NP, TW, XMOD, NFULL)
-    x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, NP, TW, XMOD, NFULL)
-    x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, NP, TW, XMOD, NFULL)
-    if NP > 5:
-        x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, NP, TW, XMOD, NFULL)
-    else:
-        x5 = x0                                  # absent: never read
-    if NP > 6:
-        x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, NP, TW, XMOD, NFULL)
-    else:
-        x6 = x0                                  # absent: never read
-    if NP > 7:
-        x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, NP, TW, XMOD, NFULL)
-    else:
-        x7 = x0                                  # absent: never read
+    x0, x1, x2, x3, x4, x5, x6, x7 = _pieces(x_ptr, xo, n_cols, stride_xc, PIECE, NP, TW, XMOD, NFULL)
     if RELOAD == 3:   # the first piece's operands again, issued before the sum of squares that they do not need
         xa = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, NP, TW, "", NFULL)
         wa, sca, sha = _wss(t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
@@ -289,55 +393,28 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
             _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
         tl.store(s_ptr + row, qscale)
         return
-    if RELOAD:
-        x0 = _x(x_ptr, xo, n_cols, stride_xc, 0, PIECE, NP, TW, "", NFULL)
-    h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                        stride_scr, stride_scc, 0, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x1 = _x(x_ptr, xo, n_cols, stride_xc, 1, PIECE, NP, TW, "", NFULL)
-    h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 1, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x2 = _x(x_ptr, xo, n_cols, stride_xc, 2, PIECE, NP, TW, "", NFULL)
-    h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 2, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x3 = _x(x_ptr, xo, n_cols, stride_xc, 3, PIECE, NP, TW, "", NFULL)
-    h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 3, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x4 = _x(x_ptr, xo, n_cols, stride_xc, 4, PIECE, NP, TW, "", NFULL)
-    h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 4, PIECE, NP, TW, NFULL)
-    if NP > 5:
-        if RELOAD:
-            x5 = _x(x_ptr, xo, n_cols, stride_xc, 5, PIECE, NP, TW, "", NFULL)
-        h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 5, PIECE, NP, TW, NFULL)
-    if NP > 6:
-        if RELOAD:
-            x6 = _x(x_ptr, xo, n_cols, stride_xc, 6, PIECE, NP, TW, "", NFULL)
-        h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 6, PIECE, NP, TW, NFULL)
-    if NP > 7:
-        if RELOAD:
-            x7 = _x(x_ptr, xo, n_cols, stride_xc, 7, PIECE, NP, TW, "", NFULL)
-        h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 7, PIECE, NP, TW, NFULL)
-    qscale, bad = _row_scale(abits)
-    qo = row * stride_q
-    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    if NP > 5:
-        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    if NP > 6:
-        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    if NP > 7:
-        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    tl.store(s_ptr + row, qscale)
+    h0, h1, h2, h3, h4, h5, h6, h7, abits = _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, x_ptr, xo, n_cols,
+                                                stride_xc, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr,
+                                                stride_shc, stride_scr, stride_scc, PIECE, NP, TW, RELOAD, NFULL)
+    _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, x_ptr, xo, stride_xc, PIECE,
+          NP, TW, SMOD, QUOT, NFULL, XMOD, 0)
+
+@triton.jit
+def _row_next(row, nxt, x0, x1, x2, x3, x4, x5, x6, x7, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr,
+              n_cols, n_cols_f, eps, stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
+              stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr, XMOD: tl.constexpr,
+              SMOD: tl.constexpr, QUOT: tl.constexpr, NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr):
+    """PREFETCH 1: row ``row`` from its pieces x0..x7 (loaded by the iteration before), RELOAD 0; each of row
+    ``nxt``'s pieces is loaded once this row's bytes of that piece are stored (_puts), so that the loads are in flight
+    while the rest of the row is quantised. Returns them."""
+    t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, UNPACK)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    h0, h1, h2, h3, h4, h5, h6, h7, abits = _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, x_ptr, row * stride_xr,
+                                                n_cols, stride_xc, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr,
+                                                stride_shc, stride_scr, stride_scc, PIECE, NP, TW, 0, NFULL)
+    return _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, x_ptr, nxt * stride_xr,
+                 stride_xc, PIECE, NP, TW, SMOD, QUOT, NFULL, XMOD, 1)
 
 
 @triton.jit
@@ -346,8 +423,19 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
                               stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
                               XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
                               NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr,
-                              PERSIST: tl.constexpr, STAGES: tl.constexpr):
-    if PERSIST:
+                              PERSIST: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr):
+    if PERSIST and PREFETCH:   # the loop carries the next row's pieces (_row_next); the last row loads itself again
+        pid = tl.program_id(0)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _pieces(x_ptr, pid.to(tl.int64) * stride_xr, n_cols, stride_xc, PIECE, NP,
+                                                 TW, XMOD, NFULL)
+        for row in tl.range(pid, n_rows, tl.num_programs(0), num_stages=1):
+            r64 = tl.cast(row, tl.int64)
+            nxt = tl.minimum(r64 + tl.num_programs(0), n_rows - 1)
+            x0, x1, x2, x3, x4, x5, x6, x7 = _row_next(
+                r64, nxt, x0, x1, x2, x3, x4, x5, x6, x7, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr,
+                n_cols, n_cols_f, eps, stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr,
+                stride_scc, stride_idx, stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, NFULL, TW, UNPACK)
+    elif PERSIST:
         for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
             _row(tl.cast(row, tl.int64), x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
                  stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
@@ -366,7 +454,7 @@ def _tail_width(n_cols, piece, n_pieces):
 
 
 def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0, PERSIST=0, STAGES=1, TAIL=0,
-           UNPACK=0):
+           UNPACK=0, PREFETCH=0):
     n_rows, n_cols = x.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     n_pieces = max(triton.cdiv(n_cols, piece), PIECES // 2 + 1)
@@ -379,7 +467,7 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAX
             PIECE=piece, LOG=LOG2_MAX, NP=n_pieces, TW=_tail_width(n_cols, piece, n_pieces) if TAIL else piece,
             UNPACK=UNPACK,
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
-            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES,
+            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES, PREFETCH=PREFETCH,
             num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums or in modulate's roundings (module docstring)
     return h8, h_scale

@@ -165,13 +165,14 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
                                     {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 2},
                                     {"RELOAD": 1, "num_warps": 1, "PERSIST": 2, "STAGES": 2},
                                     {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1},
+                                    {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1, "PREFETCH": 1},
                                     {"RELOAD": 1, "num_warps": 1, "MAXNREG": 168}])
 def test_warp_template_bitwise(op, change):
     """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic, QUOT 0, RELOAD 0-3 (3:
     modulate_fp8_warp only), and PERSIST (fewer programs than rows, each walking several), MAXNREG:
     every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
-    if change.get("RELOAD") == 3 and op != "modulate_fp8":
-        pytest.skip("RELOAD 3 is modulate_fp8_warp's")
+    if (change.get("RELOAD") == 3 or "PREFETCH" in change) and op != "modulate_fp8":
+        pytest.skip("RELOAD 3 and PREFETCH are modulate_fp8_warp's")
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
     tpl = _module(template_source(space.template), f"tpl_{op}_warp_{'_'.join(map(str, change.values()))}")
@@ -218,6 +219,9 @@ def test_warp_template_tail_piece(op, hidden):
             assert not why, (hidden, reload, unpack, why)
     why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2}), want)
     assert not why, (hidden, "PERSIST 2", why)
+    if op == "modulate_fp8":   # the row loop with the next row's pieces loaded during the bytes
+        why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2, "PREFETCH": 1}), want)
+        assert not why, (hidden, "PREFETCH", why)
     for sc in g.special_cases:
         inputs = sc.apply(g.make_inputs(shape, 6, "cpu"), ())
         why = _bitwise(tpl.launch(*inputs, **{**base, "UNPACK": 1}), g.reference(*inputs))

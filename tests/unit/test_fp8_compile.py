@@ -131,7 +131,7 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     m = load(op)
     wconst = {"stride_xc": 1, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1, "stride_w": 1, "stride_shc": 1,
               "stride_scc": 1, "PIECE": 1024, "LOG": m.LOG2_MAX, "NP": 6, "NFULL": 5, "XMOD": ".cg", "SMOD": ".cs", "QUOT": 0,
-              "RELOAD": 0, "PERSIST": 0, "STAGES": 1, "TW": 1024, "UNPACK": 0}
+              "RELOAD": 0, "PERSIST": 0, "STAGES": 1, "TW": 1024, "UNPACK": 0, "PREFETCH": 0}
     fn = getattr(m, kern)
     wconst = {k: v for k, v in wconst.items() if k in fn.arg_names}
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
@@ -150,6 +150,10 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     for tw, unpack in ((1024, 0), (256, 0), (256, 1)):
         out[f"{op}_tw{tw}_u{unpack}"] = compile_(fn, types, {**wconst, "QUOT": 1, **heur, "TW": tw, "UNPACK": unpack},
                                                  div, num_warps=1, enable_fp_fusion=False)
+    if "PREFETCH" in fn.arg_names:   # the row loop carrying the next row's pieces (TAIL 1)
+        for unpack in (0, 1):
+            out[f"{op}_prefetch_u{unpack}"] = compile_(fn, types, {**wconst, "QUOT": 1, **heur, "TW": 256, "UNPACK": unpack,
+                                                                   "PREFETCH": 1}, div, num_warps=1, enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -256,6 +260,14 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         assert r[name + tail]["shared"] == 0, (name, r[name + tail])   # the widening is register selects
         if r[name + tail]["sass"]:
             assert r[name + tail]["sass"] < 0.95 * r[name + "_tw1024_u0"]["sass"], (name, r[name + tail]["sass"])
+    # PREFETCH (modulate_fp8_warp's row loop carrying the next row's pieces, each loaded after the same piece's bytes):
+    # no stack and no shared memory (the whole next row loaded before the bytes spilled 360 bytes; twenty-ninth
+    # session: 255 registers, 4,448 instructions with TAIL, against a 96-byte stack and 4,368 without PREFETCH)
+    for u in (0, 1):
+        reg, stack, _ = r[f"modulate_fp8_warp_prefetch_u{u}"]["resources"]
+        assert r[f"modulate_fp8_warp_prefetch_u{u}"]["shared"] == 0
+        if stack is not None:
+            assert stack == 0, (u, reg, stack)
     # the eight-piece templates' PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
     # (cp.async, no stack); one program a row has neither
     for name in ("modulate_fp8_warp", "gate_residual_modulate_fp8_warp"):
