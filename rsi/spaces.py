@@ -327,9 +327,12 @@ def _heuristic_fp8_modulate_warp(space: Space) -> dict[str, Any]:
     unpacked from x's bits (UNPACK 1): probe 81 on an H100 (run 81 h, a sweep of five outside the judge) 0.864x /
     0.872x / 0.978x the bf16 kernel at stage1 / per_rank / full (TAIL alone 0.890x / 0.867x / 0.943x; without either
     0.800x / 0.796x / 0.879x), the fastest by the geometric mean; judged and promoted for h100
-    (modulate_fp8_warp-7a677d5dddbd, 1.29x the locked kernel). Not yet timed on the H200."""
+    (modulate_fp8_warp-7a677d5dddbd, 1.29x the locked kernel). The loop carrying the next row's pieces, each loaded
+    after the same piece's bytes (PREFETCH 1), with TAIL 1 and UNPACK 0: probe 82 on an H100 (run 82 h, a sweep of
+    five outside the judge) 0.910x / 0.903x / 1.053x the bf16 kernel against 0.876x / 0.871x / 0.977x for the h100
+    lock's config; judged and promoted for h100 (modulate_fp8_warp-583a674ad097). Not yet timed on the H200."""
     c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 0, "MAXNREG": 0, "PERSIST": 1056, "STAGES": 1, "TAIL": 1,
-         "UNPACK": 1, "PREFETCH": 0}
+         "UNPACK": 0, "PREFETCH": 1}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
