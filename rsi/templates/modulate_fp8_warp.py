@@ -424,7 +424,7 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
                               XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
                               NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr,
                               PERSIST: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr):
-    if PERSIST and PREFETCH:   # the loop carries the next row's pieces (_row_next); the last row loads itself again
+    if PERSIST and PREFETCH and RELOAD == 0 and STAGES == 1:   # the loop carries the next row's pieces (_row_next)
         pid = tl.program_id(0)
         x0, x1, x2, x3, x4, x5, x6, x7 = _pieces(x_ptr, pid.to(tl.int64) * stride_xr, n_cols, stride_xc, PIECE, NP,
                                                  TW, XMOD, NFULL)

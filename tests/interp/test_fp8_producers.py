@@ -176,8 +176,11 @@ def test_warp_template_bitwise(op, change):
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
     tpl = _module(template_source(space.template), f"tpl_{op}_warp_{'_'.join(map(str, change.values()))}")
-    # the heuristic as it is ({}), the changes on one program a row unless they name PERSIST
-    cfg = {**space.heuristic(), **({"PERSIST": 0, "STAGES": 1} if change else {}), **change}
+    # the heuristic as it is ({}: modulate_fp8_warp's PREFETCH row loop), the changes on one program a row unless
+    # they name PERSIST
+    heur = space.heuristic()
+    plain = {"PERSIST": 0, "STAGES": 1, **({"PREFETCH": 0} if "PREFETCH" in heur else {})}
+    cfg = {**heur, **(plain if change else {}), **change}
     for where, inputs in _every_layout_and_case(g):
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
         assert not why, (where, why)
@@ -209,7 +212,8 @@ def test_warp_template_tail_piece(op, hidden):
 
     g = get_op_group(op)
     tpl = _module(template_source(f"{op}_warp"), f"tpl_{op}_warp_tail_{hidden}")
-    base = {**load_space(op).select(f"{op}_warp").heuristic(), "PERSIST": 0, "STAGES": 1, "TAIL": 1}
+    heur = load_space(op).select(f"{op}_warp").heuristic()
+    base = {**heur, "PERSIST": 0, "STAGES": 1, "TAIL": 1, **({"PREFETCH": 0} if "PREFETCH" in heur else {})}
     shape = Shape("tail", {"rows": 3, "hidden": hidden, "table": 6})
     inputs = g.make_inputs(shape, 9, "cpu")
     want = g.reference(*inputs)
