@@ -165,7 +165,7 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # (the loop's shared memory already bounds programs an SM); STAGES only with the loop
     "warp_persist_stages": lambda c: (c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c.get("MAXNREG", 0)
                                       if c.get("PERSIST", 0) else c.get("STAGES", 1) == 1),
-    # modulate_fp8_warp's PREFETCH: the unpipelined row loop (PERSIST, STAGES 1) holding the row (RELOAD 0)
+    # the eight-piece templates' PREFETCH: the unpipelined row loop (PERSIST, STAGES 1) holding the row (RELOAD 0)
     "warp_prefetch": lambda c: not c.get("PREFETCH", 0) or (c.get("PERSIST", 0) > 0 and c.get("STAGES", 1) == 1
                                                             and c["RELOAD"] == 0),
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
@@ -346,7 +346,7 @@ def _heuristic_fp8_residual_warp(space: Space) -> dict[str, Any]:
     judged and promoted for h100 (gate_residual_modulate_fp8_warp-7224faf2f3d0, 1.19-1.20x the locked kernel); the
     row loop with TAIL was no faster (0.916x / 0.889x / 0.927x). Not yet timed on the H200."""
     c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1, "TAIL": 1,
-         "UNPACK": 0}
+         "UNPACK": 0, "PREFETCH": 0}
     return {k: v for k, v in c.items() if k in space.axes}
 
 

@@ -42,7 +42,11 @@ TAIL 1 makes the last piece only as wide as the row needs (TW columns: the power
 what is left; 256 of 1,024 at H3's 5,376, where six full pieces carry 768 zero columns); its squares are widened
 with zeros before the piece-level adds, which keeps the tree. UNPACK 1 makes the squares' fp32 x from x's bits
 (``bits << 16``), so that the compiler does not share it with h's conversion and hold the row's fp32 x between them.
-Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES, TAIL, UNPACK.
+PREFETCH 1 (with PERSIST, RELOAD 0, STAGES 1): modulate_fp8_warp's, for res and branch: the loop carries the row's
+res and branch pieces, and each piece of the program's next row (the last row's own again) is loaded once the same
+piece's bytes are stored, into the registers that piece's h held, so the loads are in flight while the rest of the
+row is quantised.
+Config: num_warps, STREAM, QUOT, RELOAD, MAXNREG, PERSIST, STAGES, TAIL, UNPACK, PREFETCH.
 """
 
 import triton
@@ -154,20 +158,39 @@ def _in(cols, n_cols, K_: tl.constexpr, NFULL: tl.constexpr):
 
 
 @triton.jit
-def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
-       stride_bc, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
-       XMOD: tl.constexpr, SMOD: tl.constexpr,
-       NFULL: tl.constexpr):
-    """Piece K_ of r = res + gate[idx] * branch in the eager roundings (bf16, zeros past H), stored to r_ptr."""
+def _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, K_: tl.constexpr,
+         PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, XMOD: tl.constexpr, NFULL: tl.constexpr):
+    """Piece K_ of res and of branch (bf16, zeros past H)."""
     cols = _cols(K_, PIECE, NP, TW)
     m = _in(cols, n_cols, K_, NFULL)
     x = tl.load(res_ptr + row * stride_er + cols * stride_ec, mask=m, other=0.0, cache_modifier=XMOD)
     br = tl.load(branch_ptr + row * stride_br + cols * stride_bc, mask=m, other=0.0, cache_modifier=XMOD)
+    return x, br
+
+
+@triton.jit
+def _mk(x, br, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, K_: tl.constexpr,
+        PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr, SMOD: tl.constexpr, NFULL: tl.constexpr):
+    """Piece K_ of r = res + gate[idx] * branch in the eager roundings from its res and branch, stored to r_ptr."""
+    cols = _cols(K_, PIECE, NP, TW)
+    m = _in(cols, n_cols, K_, NFULL)
     g = tl.load(gate_ptr + t64 * stride_gr + cols * stride_gc, mask=m, other=0.0, eviction_policy="evict_last")
     gb = (g.to(tl.float32) * br.to(tl.float32)).to(tl.bfloat16).to(tl.float32)
     r = (x.to(tl.float32) + gb).to(tl.bfloat16)
     tl.store(r_ptr + row * stride_rr + cols, r, mask=m, cache_modifier=SMOD)
     return r
+
+
+@triton.jit
+def _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
+       stride_bc, stride_rr, K_: tl.constexpr, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+       XMOD: tl.constexpr, SMOD: tl.constexpr,
+       NFULL: tl.constexpr):
+    """Piece K_ of r = res + gate[idx] * branch in the eager roundings (bf16, zeros past H), stored to r_ptr."""
+    x, br = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, K_, PIECE, NP, TW,
+                 XMOD, NFULL)
+    return _mk(x, br, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, K_, PIECE, NP, TW, SMOD,
+               NFULL)
 
 
 @triton.jit
@@ -218,6 +241,104 @@ def _h(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, 
     h, b = _affine(x, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
                    stride_scc, K_, PIECE, NP, TW, NFULL)
     return h, tl.maximum(abits, b)
+
+
+@triton.jit
+def _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, r_ptr, row, n_cols, stride_rr, w_ptr, shift_ptr, scale_ptr,
+        stride_w, stride_shr, stride_shc, stride_scr, stride_scc, PIECE: tl.constexpr, NP: tl.constexpr,
+        TW: tl.constexpr, RELOAD: tl.constexpr, NFULL: tl.constexpr):
+    """h (bf16) of every piece (RELOAD 1: r read back for it) and the row's largest |h| bit pattern; the absent
+    pieces' h are h0 (never stored)."""
+    if RELOAD:
+        tl.debug_barrier()                      # r stored by this program's threads is read back
+        x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE, NP, TW, NFULL)
+    h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                        stride_scr, stride_scc, 0, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x1 = _r(r_ptr, row, n_cols, stride_rr, 1, PIECE, NP, TW, NFULL)
+    h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 1, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x2 = _r(r_ptr, row, n_cols, stride_rr, 2, PIECE, NP, TW, NFULL)
+    h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 2, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x3 = _r(r_ptr, row, n_cols, stride_rr, 3, PIECE, NP, TW, NFULL)
+    h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 3, PIECE, NP, TW, NFULL)
+    if RELOAD:
+        x4 = _r(r_ptr, row, n_cols, stride_rr, 4, PIECE, NP, TW, NFULL)
+    h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
+                   stride_scc, abits, 4, PIECE, NP, TW, NFULL)
+    h5 = h0
+    h6 = h0
+    h7 = h0
+    if NP > 5:
+        if RELOAD:
+            x5 = _r(r_ptr, row, n_cols, stride_rr, 5, PIECE, NP, TW, NFULL)
+        h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 5, PIECE, NP, TW, NFULL)
+    if NP > 6:
+        if RELOAD:
+            x6 = _r(r_ptr, row, n_cols, stride_rr, 6, PIECE, NP, TW, NFULL)
+        h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 6, PIECE, NP, TW, NFULL)
+    if NP > 7:
+        if RELOAD:
+            x7 = _r(r_ptr, row, n_cols, stride_rr, 7, PIECE, NP, TW, NFULL)
+        h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                       stride_scr, stride_scc, abits, 7, PIECE, NP, TW, NFULL)
+    return h0, h1, h2, h3, h4, h5, h6, h7, abits
+
+
+@triton.jit
+def _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, res_ptr, branch_ptr, nxt,
+          stride_er, stride_ec, stride_br, stride_bc, PIECE: tl.constexpr, NP: tl.constexpr, TW: tl.constexpr,
+          SMOD: tl.constexpr, QUOT: tl.constexpr, NFULL: tl.constexpr, XMOD: tl.constexpr, NEXT: tl.constexpr):
+    """The row's scale from its amax bits, then every piece's bytes and the scale stored. NEXT 1 (PREFETCH): after
+    each piece's bytes, that piece of res and branch at row nxt is loaded (the loads stay after the stores before
+    them: the pointers may alias), and the pieces are returned as (res, branch) pairs (else the h's, unused)."""
+    qscale, bad = _row_scale(abits)
+    qo = row * stride_q
+    a0, a1, a2, a3, a4, a5, a6, a7 = h0, h1, h2, h3, h4, h5, h6, h7
+    b0, b1, b2, b3, b4, b5, b6, b7 = h0, h1, h2, h3, h4, h5, h6, h7
+    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        a0, b0 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 0, PIECE, NP, TW,
+                      XMOD, NFULL)
+    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        a1, b1 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 1, PIECE, NP, TW,
+                      XMOD, NFULL)
+    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        a2, b2 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 2, PIECE, NP, TW,
+                      XMOD, NFULL)
+    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        a3, b3 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 3, PIECE, NP, TW,
+                      XMOD, NFULL)
+    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, NP, TW, SMOD, QUOT, NFULL)
+    if NEXT:
+        a4, b4 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 4, PIECE, NP, TW,
+                      XMOD, NFULL)
+    if NP > 5:
+        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            a5, b5 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 5, PIECE, NP,
+                          TW, XMOD, NFULL)
+    if NP > 6:
+        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            a6, b6 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 6, PIECE, NP,
+                          TW, XMOD, NFULL)
+    if NP > 7:
+        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        if NEXT:
+            a7, b7 = _raw(res_ptr, branch_ptr, nxt, n_cols, stride_er, stride_ec, stride_br, stride_bc, 7, PIECE, NP,
+                          TW, XMOD, NFULL)
+    tl.store(s_ptr + row, qscale)
+    return a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7
 
 
 @triton.jit
@@ -272,56 +393,72 @@ def _row(row, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
             _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
         tl.store(s_ptr + row, qscale)
         return
-    if RELOAD:
-        tl.debug_barrier()                      # r stored by this program's threads is read back
-        x0 = _r(r_ptr, row, n_cols, stride_rr, 0, PIECE, NP, TW, NFULL)
-    h0, abits = _affine(x0, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                        stride_scr, stride_scc, 0, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x1 = _r(r_ptr, row, n_cols, stride_rr, 1, PIECE, NP, TW, NFULL)
-    h1, abits = _h(x1, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 1, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x2 = _r(r_ptr, row, n_cols, stride_rr, 2, PIECE, NP, TW, NFULL)
-    h2, abits = _h(x2, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 2, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x3 = _r(r_ptr, row, n_cols, stride_rr, 3, PIECE, NP, TW, NFULL)
-    h3, abits = _h(x3, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 3, PIECE, NP, TW, NFULL)
-    if RELOAD:
-        x4 = _r(r_ptr, row, n_cols, stride_rr, 4, PIECE, NP, TW, NFULL)
-    h4, abits = _h(x4, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr,
-                   stride_scc, abits, 4, PIECE, NP, TW, NFULL)
+    h0, h1, h2, h3, h4, h5, h6, h7, abits = _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, r_ptr, row, n_cols,
+                                                stride_rr, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr,
+                                                stride_shc, stride_scr, stride_scc, PIECE, NP, TW, RELOAD, NFULL)
+    _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, res_ptr, branch_ptr, row,
+          stride_er, stride_ec, stride_br, stride_bc, PIECE, NP, TW, SMOD, QUOT, NFULL, XMOD, 0)
+
+@triton.jit
+def _raws(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, PIECE: tl.constexpr,
+          NP: tl.constexpr, TW: tl.constexpr, XMOD: tl.constexpr, NFULL: tl.constexpr):
+    """Every piece of the row's res and branch, (res, branch) pairs; the absent pieces' are piece 0's (never read)."""
+    a0, b0 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 0, PIECE, NP, TW, XMOD,
+                  NFULL)
+    a1, b1 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 1, PIECE, NP, TW, XMOD,
+                  NFULL)
+    a2, b2 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 2, PIECE, NP, TW, XMOD,
+                  NFULL)
+    a3, b3 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 3, PIECE, NP, TW, XMOD,
+                  NFULL)
+    a4, b4 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 4, PIECE, NP, TW, XMOD,
+                  NFULL)
+    a5, b5, a6, b6, a7, b7 = a0, b0, a0, b0, a0, b0
     if NP > 5:
-        if RELOAD:
-            x5 = _r(r_ptr, row, n_cols, stride_rr, 5, PIECE, NP, TW, NFULL)
-        h5, abits = _h(x5, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 5, PIECE, NP, TW, NFULL)
+        a5, b5 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 5, PIECE, NP, TW,
+                      XMOD, NFULL)
     if NP > 6:
-        if RELOAD:
-            x6 = _r(r_ptr, row, n_cols, stride_rr, 6, PIECE, NP, TW, NFULL)
-        h6, abits = _h(x6, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 6, PIECE, NP, TW, NFULL)
+        a6, b6 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 6, PIECE, NP, TW,
+                      XMOD, NFULL)
     if NP > 7:
-        if RELOAD:
-            x7 = _r(r_ptr, row, n_cols, stride_rr, 7, PIECE, NP, TW, NFULL)
-        h7, abits = _h(x7, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
-                       stride_scr, stride_scc, abits, 7, PIECE, NP, TW, NFULL)
-    qscale, bad = _row_scale(abits)
-    qo = row * stride_q
-    _put(q_ptr, qo, h0, qscale, bad, n_cols, 0, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h1, qscale, bad, n_cols, 1, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h2, qscale, bad, n_cols, 2, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h3, qscale, bad, n_cols, 3, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    _put(q_ptr, qo, h4, qscale, bad, n_cols, 4, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        a7, b7 = _raw(res_ptr, branch_ptr, row, n_cols, stride_er, stride_ec, stride_br, stride_bc, 7, PIECE, NP, TW,
+                      XMOD, NFULL)
+    return a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7
+
+
+@triton.jit
+def _row_next(row, nxt, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7, res_ptr, gate_ptr, branch_ptr, r_ptr,
+              w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec,
+              stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr,
+              stride_scc, stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+              XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, NFULL: tl.constexpr, TW: tl.constexpr,
+              UNPACK: tl.constexpr):
+    """PREFETCH 1: row ``row`` from its res and branch pieces (loaded by the iteration before), RELOAD 0; each piece
+    of row ``nxt``'s res and branch is loaded once this row's bytes of that piece are stored (_puts), so that the
+    loads are in flight while the rest of the row is quantised. Returns them."""
+    t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
+    x0 = _mk(a0, b0, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 0, PIECE, NP, TW, SMOD, NFULL)
+    x1 = _mk(a1, b1, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 1, PIECE, NP, TW, SMOD, NFULL)
+    x2 = _mk(a2, b2, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 2, PIECE, NP, TW, SMOD, NFULL)
+    x3 = _mk(a3, b3, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 3, PIECE, NP, TW, SMOD, NFULL)
+    x4 = _mk(a4, b4, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 4, PIECE, NP, TW, SMOD, NFULL)
+    x5, x6, x7 = x0, x0, x0
     if NP > 5:
-        _put(q_ptr, qo, h5, qscale, bad, n_cols, 5, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        x5 = _mk(a5, b5, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 5, PIECE, NP, TW, SMOD,
+                 NFULL)
     if NP > 6:
-        _put(q_ptr, qo, h6, qscale, bad, n_cols, 6, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        x6 = _mk(a6, b6, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 6, PIECE, NP, TW, SMOD,
+                 NFULL)
     if NP > 7:
-        _put(q_ptr, qo, h7, qscale, bad, n_cols, 7, PIECE, NP, TW, SMOD, QUOT, NFULL)
-    tl.store(s_ptr + row, qscale)
+        x7 = _mk(a7, b7, gate_ptr, r_ptr, row, t64, n_cols, stride_gr, stride_gc, stride_rr, 7, PIECE, NP, TW, SMOD,
+                 NFULL)
+    ss = _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE, LOG, NP, UNPACK)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+    h0, h1, h2, h3, h4, h5, h6, h7, abits = _hs(x0, x1, x2, x3, x4, x5, x6, x7, rstd, t64, r_ptr, row, n_cols,
+                                                stride_rr, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr,
+                                                stride_shc, stride_scr, stride_scc, PIECE, NP, TW, 0, NFULL)
+    return _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_cols, res_ptr, branch_ptr, nxt,
+                 stride_er, stride_ec, stride_br, stride_bc, PIECE, NP, TW, SMOD, QUOT, NFULL, XMOD, 1)
 
 
 @triton.jit
@@ -332,8 +469,22 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
                                             PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
                                             XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr,
                                             RELOAD: tl.constexpr, NFULL: tl.constexpr, TW: tl.constexpr,
-                                            UNPACK: tl.constexpr, PERSIST: tl.constexpr, STAGES: tl.constexpr):
-    if PERSIST:
+                                            UNPACK: tl.constexpr, PERSIST: tl.constexpr, STAGES: tl.constexpr,
+                                            PREFETCH: tl.constexpr):
+    if PERSIST and PREFETCH and RELOAD == 0 and STAGES == 1:   # the loop carries the next row's res and branch
+        pid = tl.program_id(0)
+        a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7 = _raws(
+            res_ptr, branch_ptr, pid.to(tl.int64), n_cols, stride_er, stride_ec, stride_br, stride_bc, PIECE, NP, TW,
+            XMOD, NFULL)
+        for row in tl.range(pid, n_rows, tl.num_programs(0), num_stages=1):
+            r64 = tl.cast(row, tl.int64)
+            nxt = tl.minimum(r64 + tl.num_programs(0), n_rows - 1)
+            a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7 = _row_next(
+                r64, nxt, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr,
+                scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc,
+                stride_br, stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
+                stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, NFULL, TW, UNPACK)
+    elif PERSIST:
         for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
             _row(tl.cast(row, tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr,
                  q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
@@ -354,7 +505,7 @@ def _tail_width(n_cols, piece, n_pieces):
 
 
 def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAXNREG=0, PERSIST=0,
-           STAGES=1, TAIL=0, UNPACK=0):
+           STAGES=1, TAIL=0, UNPACK=0, PREFETCH=0):
     n_rows, n_cols = res.shape
     piece = max(triton.next_power_of_2(n_cols) // PIECES, MIN_PIECE)
     n_pieces = max(triton.cdiv(n_cols, piece), PIECES // 2 + 1)
@@ -369,7 +520,7 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
             idx.stride(0), h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=n_pieces,
             TW=_tail_width(n_cols, piece, n_pieces) if TAIL else piece, UNPACK=UNPACK, XMOD=".cg" if STREAM else "",
             SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
-            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES,
+            NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES, PREFETCH=PREFETCH,
             num_warps=num_warps, maxnreg=MAXNREG or None,
             enable_fp_fusion=False)  # no fma in the squares' sums, in r or in modulate's roundings (docstring)
     return r, h8, h_scale

@@ -171,15 +171,15 @@ def test_warp_template_bitwise(op, change):
     """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic, QUOT 0, RELOAD 0-3 (3:
     modulate_fp8_warp only), and PERSIST (fewer programs than rows, each walking several), MAXNREG:
     every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
-    if (change.get("RELOAD") == 3 or "PREFETCH" in change) and op != "modulate_fp8":
-        pytest.skip("RELOAD 3 and PREFETCH are modulate_fp8_warp's")
+    if change.get("RELOAD") == 3 and op != "modulate_fp8":
+        pytest.skip("RELOAD 3 is modulate_fp8_warp's")
     g = get_op_group(op)
     space = load_space(op).select(f"{op}_warp")
     tpl = _module(template_source(space.template), f"tpl_{op}_warp_{'_'.join(map(str, change.values()))}")
     # the heuristic as it is ({}: modulate_fp8_warp's PREFETCH row loop), the changes on one program a row unless
     # they name PERSIST
     heur = space.heuristic()
-    plain = {"PERSIST": 0, "STAGES": 1, **({"PREFETCH": 0} if "PREFETCH" in heur else {})}
+    plain = {"PERSIST": 0, "STAGES": 1, "PREFETCH": 0}
     cfg = {**heur, **(plain if change else {}), **change}
     for where, inputs in _every_layout_and_case(g):
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
@@ -213,7 +213,7 @@ def test_warp_template_tail_piece(op, hidden):
     g = get_op_group(op)
     tpl = _module(template_source(f"{op}_warp"), f"tpl_{op}_warp_tail_{hidden}")
     heur = load_space(op).select(f"{op}_warp").heuristic()
-    base = {**heur, "PERSIST": 0, "STAGES": 1, "TAIL": 1, **({"PREFETCH": 0} if "PREFETCH" in heur else {})}
+    base = {**heur, "PERSIST": 0, "STAGES": 1, "TAIL": 1, "PREFETCH": 0}
     shape = Shape("tail", {"rows": 3, "hidden": hidden, "table": 6})
     inputs = g.make_inputs(shape, 9, "cpu")
     want = g.reference(*inputs)
@@ -223,9 +223,9 @@ def test_warp_template_tail_piece(op, hidden):
             assert not why, (hidden, reload, unpack, why)
     why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2}), want)
     assert not why, (hidden, "PERSIST 2", why)
-    if op == "modulate_fp8":   # the row loop with the next row's pieces loaded during the bytes
-        why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2, "PREFETCH": 1}), want)
-        assert not why, (hidden, "PREFETCH", why)
+    # the row loop with the next row's pieces loaded during the bytes
+    why = _bitwise(tpl.launch(*inputs, **{**base, "RELOAD": 0, "UNPACK": 1, "PERSIST": 2, "PREFETCH": 1}), want)
+    assert not why, (hidden, "PREFETCH", why)
     for sc in g.special_cases:
         inputs = sc.apply(g.make_inputs(shape, 6, "cpu"), ())
         why = _bitwise(tpl.launch(*inputs, **{**base, "UNPACK": 1}), g.reference(*inputs))
