@@ -344,7 +344,8 @@ def _heuristic_fp8_residual_warp(space: Space) -> dict[str, Any]:
     against 0.783x at 4 warps (probe 79, run 79 h2, a sweep outside the judge). TAIL 1 (the last piece 256 columns
     wide at H3's 5376): probe 81 on an H100 (run 81 h) 0.906x / 0.907x / 0.958x against 0.811x / 0.818x / 0.874x,
     judged and promoted for h100 (gate_residual_modulate_fp8_warp-7224faf2f3d0, 1.19-1.20x the locked kernel); the
-    row loop with TAIL was no faster (0.916x / 0.889x / 0.927x). Not yet timed on the H200."""
+    row loop with TAIL was faster at stage1 only (0.916x / 0.889x / 0.927x), and slower with PREFETCH (run 83 h:
+    0.835x / 0.819x / 0.881x, its build spills). Not yet timed on the H200."""
     c = {"num_warps": 1, "STREAM": 1, "QUOT": 1, "RELOAD": 1, "MAXNREG": 0, "PERSIST": 0, "STAGES": 1, "TAIL": 1,
          "UNPACK": 0, "PREFETCH": 0}
     return {k: v for k, v in c.items() if k in space.axes}
