@@ -333,12 +333,6 @@ def _puts(q_ptr, s_ptr, row, stride_q, h0, h1, h2, h3, h4, h5, h6, h7, abits, n_
         if NEXT:
             h7 = _x(x_ptr, nxt_off, n_cols, stride_xc, 7, PIECE, NP, TW, XMOD, NFULL)
     tl.store(s_ptr + row, qscale)
-    if NEXT and NP <= 5:
-        h5 = h0
-    if NEXT and NP <= 6:
-        h6 = h0
-    if NEXT and NP <= 7:
-        h7 = h0
     return h0, h1, h2, h3, h4, h5, h6, h7
 
 
