@@ -57,6 +57,13 @@ def test_tree_sum_folds_halves():
             assert modulate_fp8.tree_sum(v)[r].numpy().view(np.int32) == a.view(np.int32)[0]
 
 
+def _interpreted(cfg: dict) -> dict:
+    """A config as the interpreter runs it: without num_warps and MAXNREG (launch options it ignores) and without
+    STAGES (the loop's pipelining depth) unless PREFETCH reads it."""
+    drop = {"num_warps", "MAXNREG"} | ({"STAGES"} if not cfg.get("PREFETCH") else set())
+    return {k: v for k, v in cfg.items() if k not in drop}
+
+
 def _every_layout_and_case(g):
     """(where, inputs) for every interpreter shape, layout and special case (None: no special values) of g."""
     for s in g.interp_shapes:
@@ -115,7 +122,10 @@ def test_silu_c_every_bf16_input():
 
 
 # ------------------------------------------------------------------------------------------------ templates
-# the heuristic, and the other value of the axes that change the arithmetic (QUOT: the quotient; FAST: swiglu's silu)
+# the heuristic, and the other value of the axes that change the arithmetic (QUOT: the quotient; FAST: swiglu's silu).
+# TABLE 3 with two rows a program is not a case: its lookup is checked at every bf16 gate (test_swiglu_table_*,
+# test_swiglu_delta_table_*) and two rows' indexing with TABLE 1 and 2, and each TABLE 3 launch builds its table in
+# the interpreter (3.4 s); TABLE 2 with one row is the heuristic.
 VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("head_merge_fp8", {"QUOT": 0, "ROWS": 2}),
     ("modulate_fp8", {"QUOT": 0}),
@@ -123,10 +133,8 @@ VARIANTS = [(op, {}) for op in PRODUCERS] + [
     ("swiglu_fp8", {"FAST": 0, "QUOT": 0, "TABLE": 0, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 1, "QUOT": 0, "SUB": 32, "MAXN": 8, "ROWS": 1, "TABLE": 0, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 1, "ROWS": 2, "num_warps": 16}),
-    ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 2, "RELOAD": 1, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 1}),
-    ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 2, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1, "FLAT": 1, "PERSIST": 132}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 3, "ROWS": 1, "FLAT": 1, "num_warps": 16}),
     ("swiglu_fp8", {"FAST": 0, "TABLE": 2, "ROWS": 1, "FLAT": 1, "PERSIST": 264, "PART": 1, "num_warps": 16,
@@ -158,18 +166,18 @@ WARP = ("modulate_fp8", "gate_residual_modulate_fp8")
 
 
 @pytest.mark.parametrize("op", WARP)
+# The interpreter runs a program's block as a whole, so num_warps, MAXNREG and the loop's pipelining depth (STAGES)
+# do not change what it computes: the configs differing only in them (2 and 4 warps, the caps, STAGES 2) are one
+# interpreter run, and their builds are checked by tests/unit/test_fp8_compile.py. The cases below differ in what
+# the kernel computes; a change that equals the heuristic under the interpreter is skipped.
 @pytest.mark.parametrize("change", [{}, {"QUOT": 0}, {"RELOAD": 0, "num_warps": 1}, {"RELOAD": 1, "num_warps": 2},
-                                    {"RELOAD": 1, "num_warps": 4},
-                                    {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 2, "num_warps": 2},
-                                    {"RELOAD": 3, "num_warps": 1}, {"RELOAD": 3, "num_warps": 2},
-                                    {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 2},
+                                    {"RELOAD": 2, "num_warps": 1}, {"RELOAD": 3, "num_warps": 1},
                                     {"RELOAD": 1, "num_warps": 1, "PERSIST": 2, "STAGES": 2},
                                     {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1},
-                                    {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1, "PREFETCH": 1},
-                                    {"RELOAD": 1, "num_warps": 1, "MAXNREG": 168}])
+                                    {"RELOAD": 0, "num_warps": 1, "PERSIST": 3, "STAGES": 1, "PREFETCH": 1}])
 def test_warp_template_bitwise(op, change):
     """The eight-piece templates (rsi/templates/<op>_warp.py) at their heuristic, QUOT 0, RELOAD 0-3 (3:
-    modulate_fp8_warp only), and PERSIST (fewer programs than rows, each walking several), MAXNREG:
+    modulate_fp8_warp only), and PERSIST (fewer programs than rows, each walking several), PREFETCH:
     every interpreter shape in every layout and every special case, bytes and scales equal the reference's."""
     if change.get("RELOAD") == 3 and op != "modulate_fp8":
         pytest.skip("RELOAD 3 is modulate_fp8_warp's")
@@ -181,6 +189,8 @@ def test_warp_template_bitwise(op, change):
     heur = space.heuristic()
     plain = {"PERSIST": 0, "STAGES": 1, "PREFETCH": 0}
     cfg = {**heur, **(plain if change else {}), **change}
+    if change and _interpreted(cfg) == _interpreted(heur):
+        pytest.skip(f"{op}_warp's heuristic under the interpreter (the case {{}})")
     for where, inputs in _every_layout_and_case(g):
         why = _bitwise(tpl.launch(*inputs, **cfg), g.reference(*inputs))
         assert not why, (where, why)
