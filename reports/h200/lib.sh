@@ -9,6 +9,8 @@
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 #   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
 #   probe_choice JSON OP  a probe's fastest bitwise variant of OP where faster than the locked kernel: NAME TPL FIRST
+#   probe_and_judge RUN PROBE STEP   the producer runs from run 86 on (runs 79-83 repeat its lines): p, the probe;
+#                        j, the judge of each op group's (OPS) fastest variant where faster than the locked kernel
 set -o pipefail
 
 setup_run() {
@@ -72,4 +74,30 @@ n = min(ok, key=gm) if ok else ''
 if n and gm(n) < gm('${2}_locked'):
     tpl = '$2' if '$2' == 'swiglu_fp8' else '${2}_warp'
     print(n, tpl, ','.join(f'{k}={x}' for k, x in res['variants']['$2'][n].items()))"
+}
+
+probe_and_judge() {  # run name, probe name (reports/h200/PROBE.py), step p|j|pj; REPS, JREPS, OPS (run 86 on)
+  local run=$1 probe=$2 step=$3 J OP NAME TPL FIRST
+  setup_run "$run"
+  install_whl .whl || return 1
+  export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+  detect_target
+  if [ "$step" = p ] || [ "$step" = pj ]; then
+    echo "python3 reports/h200/$probe.py $probe.json ${REPS:-10}" >> "$R/commands.txt"
+    run "$probe" 300 python3 "reports/h200/$probe.py" "$R/$probe.json" "${REPS:-10}"
+    cp "$R/$probe.json" "$R/$probe.log" "$R/commands.txt" "$R/gpu.txt" "$R/commit.txt" "$R/lock.txt" "$OUT/" 2>/dev/null
+    [ "$step" = pj ] || return 0
+  fi
+  J=$R/$probe.json; [ -e "$J" ] || J=reports/h200/$run/$probe.json
+  [ -e "$J" ] || { echo "no $probe.json here or in reports/h200/$run: run step p first"; return 1; }
+  for OP in ${OPS:-modulate_fp8 gate_residual_modulate_fp8}; do
+    read -r NAME TPL FIRST < <(probe_choice "$J" "$OP")
+    echo "$OP: ${NAME:-no variant faster than the locked kernel}"
+    [ -n "$FIRST" ] || continue
+    judge_first "$OP" "$TPL" "$FIRST" 240
+    # after every judge (the call's 600 s may end the next one): its verdicts and the lock so far
+    [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
+    cp "$R/commands.txt" "$R/gpu.txt" "$R/commit.txt" "$R/lock.txt" "$OUT/" 2>/dev/null
+    tar -czf "$OUT/${run}j.tgz" -C /tmp "$run" -C "$PWD" verified_kernels
+  done
 }
