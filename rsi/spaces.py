@@ -162,9 +162,11 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # the eight-piece templates: MAXNREG caps only the one-warp builds that hold 255 registers (RELOAD 0 and 1)
     "warp_maxnreg_caps": lambda c: not c.get("MAXNREG", 0) or (c["num_warps"] == 1 and c["RELOAD"] in (0, 1)),
     # the eight-piece templates: PERSIST (a row loop, pipelined over STAGES > 1) at one warp, RELOAD 0 or 1, uncapped
-    # (the loop's shared memory already bounds programs an SM); STAGES only with the loop
-    "warp_persist_stages": lambda c: (c["num_warps"] == 1 and c["RELOAD"] in (0, 1) and not c.get("MAXNREG", 0)
-                                      if c.get("PERSIST", 0) else c.get("STAGES", 1) == 1),
+    # (the loop's shared memory already bounds programs an SM); STAGES only with the loop; RELOAD 4 (h in a scratch
+    # row a program) only in the unpipelined loop
+    "warp_persist_stages": lambda c: ((c["num_warps"] == 1 and not c.get("MAXNREG", 0)
+                                       and (c["RELOAD"] in (0, 1) or (c["RELOAD"] == 4 and c.get("STAGES", 1) == 1)))
+                                      if c.get("PERSIST", 0) else c.get("STAGES", 1) == 1 and c["RELOAD"] != 4),
     # the eight-piece templates' PREFETCH: the unpipelined row loop (PERSIST, STAGES 1) holding the row (RELOAD 0)
     "warp_prefetch": lambda c: not c.get("PREFETCH", 0) or (c.get("PERSIST", 0) > 0 and c.get("STAGES", 1) == 1
                                                             and c["RELOAD"] == 0),

@@ -25,6 +25,12 @@ time to make h again for the bytes: fewer registers (more rows in flight), more 
 The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
 RELOAD 3 is RELOAD 2 with each piece's operands (x, w, the scale and shift rows) loaded while the piece before it
 is made, the first piece's before the sum of squares (which they do not need): the loads' latency off the chain.
+RELOAD 4 (thirtieth session) is RELOAD 2 with h made once: each piece of h goes to the program's row of a scratch
+buffer (``K.scratch``, bf16, one row a program: meant for the row loop, whose PERSIST programs keep re-writing their
+rows, so that the scratch stays in L2) and is read back for the bytes once the amax is known. Nothing is held across
+pieces: the one-warp sm_90a build holds 106 registers (18 programs an SM against the 8 of 255), no stack, 4,896
+SASS instructions against RELOAD 2's 124 / 5,856 (PERSIST 1056, TAIL 1). A thread reads back only what it stored
+(the same layout and addresses), so program order makes the stores visible.
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
 stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
@@ -341,7 +347,7 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
          stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
          stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
          XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
-         NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr):
+         NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr, hs_ptr, stride_hs):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
     xo = row * stride_xr
     x0, x1, x2, x3, x4, x5, x6, x7 = _pieces(x_ptr, xo, n_cols, stride_xc, PIECE, NP, TW, XMOD, NFULL)
@@ -371,6 +377,20 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
             _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
             if k + 1 < NP:
                 xa, wa, sca, sha = xb, wb, scb, shb
+        tl.store(s_ptr + row, qscale)
+        return
+    if RELOAD == 4:   # h made once from x read again, kept in the program's scratch row (hs) for the bytes
+        abits = tl.zeros((), tl.int32)
+        ho = hs_ptr + tl.program_id(0).to(tl.int64) * stride_hs
+        for k in tl.static_range(NP):
+            xk = _x(x_ptr, xo, n_cols, stride_xc, k, PIECE, NP, TW, "", NFULL)
+            hk, abits = _h(xk, rstd, t64, n_cols, w_ptr, shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc,
+                           stride_scr, stride_scc, abits, k, PIECE, NP, TW, NFULL)
+            tl.store(ho + _cols(k, PIECE, NP, TW), hk, eviction_policy="evict_last")
+        qscale, bad = _row_scale(abits)
+        for k in tl.static_range(NP):
+            hk = tl.load(ho + _cols(k, PIECE, NP, TW), eviction_policy="evict_last")
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
         tl.store(s_ptr + row, qscale)
         return
     if RELOAD == 2:   # h made twice from x read again, for the amax and for the bytes: nothing held across pieces
@@ -414,7 +434,7 @@ def _row_next(row, nxt, x0, x1, x2, x3, x4, x5, x6, x7, x_ptr, w_ptr, shift_ptr,
 @triton.jit
 def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_rows, n_cols, n_cols_f, eps,
                               stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc,
-                              stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                              stride_idx, stride_q, hs_ptr, stride_hs, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
                               XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
                               NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr,
                               PERSIST: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr):
@@ -433,11 +453,11 @@ def _modulate_fp8_warp_kernel(x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr
         for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
             _row(tl.cast(row, tl.int64), x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps,
                  stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
-                 PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
+                 PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK, hs_ptr, stride_hs)
     else:
         _row(tl.program_id(0).to(tl.int64), x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
              n_cols_f, eps, stride_xr, stride_xc, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
-             stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
+             stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK, hs_ptr, stride_hs)
 
 
 def _tail_width(n_cols, piece, n_pieces):
@@ -455,9 +475,13 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAX
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
     if n_rows > 0:
-        _modulate_fp8_warp_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
+        grid = min(n_rows, PERSIST) if PERSIST else n_rows
+        # RELOAD 4: a row of h a program (bf16, the pieces' columns)
+        hs = K.scratch((grid if RELOAD == 4 else 1, n_pieces * piece), dtype=K.bfloat16, device=x.device)
+        _modulate_fp8_warp_kernel[(grid,)](
             x, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
             shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
+            hs, hs.stride(0),
             PIECE=piece, LOG=LOG2_MAX, NP=n_pieces, TW=_tail_width(n_cols, piece, n_pieces) if TAIL else piece,
             UNPACK=UNPACK,
             XMOD=".cg" if STREAM else "", SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,

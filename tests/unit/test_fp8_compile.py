@@ -108,7 +108,7 @@ out["fp8_gemm_tma"] = compile_(m._fp8_gemm_tma_kernel, {"x_ptr": "*fp8e4nv", "xs
                                {k: tma[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PERSIST", "PREC", "FLATTEN")},
                                num_warps=tma["num_warps"], num_stages=tma["num_stages"])
 m = load("gate_residual_modulate_fp8")
-types.update({"res_ptr": "*bf16", "gate_ptr": "*bf16", "branch_ptr": "*bf16", "r_ptr": "*bf16"})
+types.update({"hs_ptr": "*bf16", "res_ptr": "*bf16", "gate_ptr": "*bf16", "branch_ptr": "*bf16", "r_ptr": "*bf16"})
 const = {**{k: v for k, v in const.items() if k != "stride_xc"}, "stride_ec": 1, "stride_gc": 1, "stride_bc": 1}
 out["gate_residual_modulate_fp8"] = compile_(m._gate_residual_modulate_fp8_kernel, types, const,
                                              num_warps=cfg["num_warps"], enable_fp_fusion=False)
@@ -137,7 +137,8 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
     out[op] = compile_(fn, types, wconst, num_warps=1, enable_fp_fusion=False)
     out[op + "_quot"] = compile_(fn, types, {**wconst, "QUOT": 1}, num_warps=1, enable_fp_fusion=False)
     out[op + "_reload"] = compile_(fn, types, {**wconst, "RELOAD": 1}, num_warps=4, enable_fp_fusion=False)
-    div = ("n_cols", "stride_xr", "stride_er", "stride_br", "stride_rr", "stride_shr", "stride_scr", "stride_q")
+    div = ("n_cols", "stride_xr", "stride_er", "stride_br", "stride_rr", "stride_shr", "stride_scr", "stride_q",
+           "stride_hs")
     for reload in (1, 2):
         out[f"{op}_reload{reload}_w1"] = compile_(fn, types, {**wconst, "QUOT": 1, "RELOAD": reload}, div, num_warps=1,
                                                   enable_fp_fusion=False)
@@ -155,6 +156,9 @@ for op, kern in (("modulate_fp8_warp", "_modulate_fp8_warp_kernel"),
             out[f"{op}_prefetch_u{unpack}"] = compile_(fn, types, {**wconst, "QUOT": 1, "RELOAD": 0, "PERSIST": 1056,
                                                                    "TW": 256, "UNPACK": unpack, "PREFETCH": 1}, div,
                                                        num_warps=1, enable_fp_fusion=False)
+    if op == "modulate_fp8_warp":   # RELOAD 4: h through the program's scratch row, in the row loop (TAIL 1)
+        out[op + "_reload4"] = compile_(fn, types, {**wconst, "QUOT": 1, "RELOAD": 4, "PERSIST": 1056, "TW": 256}, div,
+                                        num_warps=1, enable_fp_fusion=False)
 m = load("head_merge_fp8")
 cfg = load_space("head_merge_fp8").heuristic()
 const = {"s_d": 1, "D": 128, "BLOCK_D": 128, "BLOCK_P": 64, "ROWS": cfg["ROWS"], "EVICT": cfg["EVICT"],
@@ -271,6 +275,12 @@ def test_fp8_templates_compile_for_sm90(tmp_path):
         assert r[name]["shared"] == 0
         if stack is not None and name.startswith("modulate"):
             assert stack == 0, (name, reg, stack)
+    # RELOAD 4 holds nothing across pieces (h goes to the scratch row): at most 128 registers (16 one-warp programs
+    # an SM or more; thirtieth session: 106 registers, 4,896 instructions), no stack, no shared memory
+    reg, stack, _ = r["modulate_fp8_warp_reload4"]["resources"]
+    assert r["modulate_fp8_warp_reload4"]["shared"] == 0
+    if reg is not None:
+        assert reg <= 128 and stack == 0, (reg, stack)
     # the eight-piece templates' PERSIST loop with STAGES 2: Triton pipelines the next rows' loads into shared memory
     # (cp.async, no stack); one program a row has neither
     for name in ("modulate_fp8_warp", "gate_residual_modulate_fp8_warp"):
