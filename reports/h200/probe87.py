@@ -1,6 +1,6 @@
 """Probe 87, modulate_fp8 (thirtieth session; outside the judge, not a verdict): modulate_fp8_warp's RELOAD 4, h made
 once and kept in the program's scratch row (L2) for the bytes, so that nothing is held across pieces: the one-warp
-sm_90a build holds 106 registers (18 programs an SM) against PREFETCH's 255 (8), with 4,896 SASS instructions
+sm_90a build holds 106 registers (18 programs an SM) against PREFETCH's 255 (8), with 4,904 SASS instructions
 against 4,448 (TAIL 1; tests/unit/test_fp8_compile.py). Nsight Compute (run 84) found PREFETCH's loop issuing on 45%
 of cycles with 1.96 warps a scheduler. RELOAD 4 at 1,056, 2,112 and 2,376 programs (8, 16 and 18 an SM) beside
 PREFETCH (the heuristic, the h100 lock's config), against the bf16 modulate kernel (issue 12's goal: the producer no

@@ -28,9 +28,10 @@ is made, the first piece's before the sum of squares (which they do not need): t
 RELOAD 4 (thirtieth session) is RELOAD 2 with h made once: each piece of h goes to the program's row of a scratch
 buffer (``K.scratch``, bf16, one row a program: meant for the row loop, whose PERSIST programs keep re-writing their
 rows, so that the scratch stays in L2) and is read back for the bytes once the amax is known. Nothing is held across
-pieces: the one-warp sm_90a build holds 106 registers (18 programs an SM against the 8 of 255), no stack, 4,896
-SASS instructions against RELOAD 2's 124 / 5,856 (PERSIST 1056, TAIL 1). A thread reads back only what it stored
-(the same layout and addresses), so program order makes the stores visible.
+pieces: the one-warp sm_90a build holds 106 registers (18 programs an SM against the 8 of 255), no stack, 4,904
+SASS instructions against RELOAD 2's 124 / 5,856 (PERSIST 1056, TAIL 1). A barrier between the stores and the
+loads makes them visible across the program's threads (the layouts are the same, so each thread reads back what it
+stored, but the barrier does not rely on that).
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
 stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
@@ -388,6 +389,7 @@ def _row(row, x_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr, q_ptr, s_ptr, n_cols,
                            stride_scr, stride_scc, abits, k, PIECE, NP, TW, NFULL)
             tl.store(ho + _cols(k, PIECE, NP, TW), hk, eviction_policy="evict_last")
         qscale, bad = _row_scale(abits)
+        tl.debug_barrier()   # the program's stores of h before its loads of them, whichever thread stored them
         for k in tl.static_range(NP):
             hk = tl.load(ho + _cols(k, PIECE, NP, TW), eviction_policy="evict_last")
             _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
