@@ -29,7 +29,8 @@ P.VARIANTS = {
                      for n, c in (("tail_pf", (0, 1056, 0, 1)), ("tail_unpack", (0, 1056, 1, 0)),
                                   ("r4_p2112", (4, 2112, 0, 0)), ("r4_p2376", (4, 2376, 0, 0)))},
     "gate_residual_modulate_fp8": {n: (gate_residual_modulate_fp8_warp.launch, _warp(*c))
-                                   for n, c in (("r1_tail", (1, 0, 0, 0)), ("r0_p1056_tail", (0, 1056, 0, 0)))},
+                                   for n, c in (("r1_tail", (1, 0, 0, 0)), ("r0_p1056_tail", (0, 1056, 0, 0)),
+                                                ("r4_p1584", (4, 1584, 0, 0)))},
 }
 probe77.__doc__ = __doc__
 

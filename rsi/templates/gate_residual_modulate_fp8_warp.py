@@ -29,6 +29,12 @@ RELOAD 2 holds nothing across pieces: each piece of r is read again to make h fo
 time to make h again for the bytes: fewer registers (more rows in flight), more instructions
 (tests/unit/test_fp8_compile.py, docs/kernels.md).
 The NFULL pieces wholly inside the row (n_cols // PIECE, set at launch) are read, made and stored without a mask.
+RELOAD 4 (thirtieth session; meant for the row loop) makes r piece by piece in the order of the tree's top levels
+(pieces 0 and 4, 2 and 6, 1 and 5, 3 and 7), so that only the partial sums of squares are held, then reads r back
+for h once (as RELOAD 2), stores each piece of h to the program's row of a scratch buffer (``K.scratch``, bf16; the
+PERSIST programs keep re-writing their rows, so that it stays in L2) and reads it back for the bytes once the amax
+is known, after a barrier. The one-warp sm_90a build: 162 registers (12 programs an SM against RELOAD 1's 8), no
+stack, 5,752 SASS instructions against RELOAD 1's 5,376 (TAIL 1).
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (56 stack bytes
 uncapped, 320 at 168, 568 at 128). Ncu (run 77) found modulate_fp8_warp's one-warp kernel waiting on its loads with
@@ -141,6 +147,38 @@ def _sum_squares(x0, x1, x2, x3, x4, x5, x6, x7, PIECE: tl.constexpr, LOG: tl.co
     else:
         b = b + _sq(x3, UNPACK)
     return _fold(a + b, PIECE, LOG)
+
+
+@triton.jit
+def _ss_streamed(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc,
+                 stride_br, stride_bc, stride_rr, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                 TW: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr, NFULL: tl.constexpr, UNPACK: tl.constexpr):
+    """RELOAD 4: _sum_squares of the row's r made and stored piece by piece in the tree's order (0 and 4, 2 and 6,
+    1 and 5, 3 and 7), so that only the partial sums are held, not the row."""
+    a = _sq(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc,
+               stride_br, stride_bc, stride_rr, 0, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK)
+    a = a + _sqw(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
+                    stride_gc, stride_br, stride_bc, stride_rr, 4, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK, PIECE)
+    a2 = _sq(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc,
+                stride_br, stride_bc, stride_rr, 2, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK)
+    if NP > 6:
+        a2 = a2 + _sqw(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
+                          stride_gc, stride_br, stride_bc, stride_rr, 6, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK,
+                       PIECE)
+    a = a + a2
+    b = _sq(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc,
+               stride_br, stride_bc, stride_rr, 1, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK)
+    if NP > 5:
+        b = b + _sqw(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
+                        stride_gc, stride_br, stride_bc, stride_rr, 5, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK,
+                     PIECE)
+    b3 = _sq(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr, stride_gc,
+                stride_br, stride_bc, stride_rr, 3, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK)
+    if NP > 7:
+        b3 = b3 + _sqw(_x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
+                          stride_gc, stride_br, stride_bc, stride_rr, 7, PIECE, NP, TW, XMOD, SMOD, NFULL), UNPACK,
+                       PIECE)
+    return _fold(a + (b + b3), PIECE, LOG)
 
 
 @triton.jit
@@ -346,8 +384,27 @@ def _row(row, res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
          n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
          stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q, PIECE: tl.constexpr, LOG: tl.constexpr,
          NP: tl.constexpr, XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr, RELOAD: tl.constexpr,
-         NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr):
+         NFULL: tl.constexpr, TW: tl.constexpr, UNPACK: tl.constexpr, hs_ptr, stride_hs):
     t64 = tl.load(idx_ptr + row * stride_idx).to(tl.int64)
+    if RELOAD == 4:   # h made once from r read back, kept in the program's scratch row (hs) for the bytes
+        ss = _ss_streamed(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
+                          stride_gc, stride_br, stride_bc, stride_rr, PIECE, LOG, NP, TW, XMOD, SMOD, NFULL, UNPACK)
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, n_cols_f) + eps))
+        tl.debug_barrier()                      # r stored by this program's threads is read back
+        abits = tl.zeros((), tl.int32)
+        ho = hs_ptr + tl.program_id(0).to(tl.int64) * stride_hs
+        for k in tl.static_range(NP):
+            hk, abits = _h(_r(r_ptr, row, n_cols, stride_rr, k, PIECE, NP, TW, NFULL), rstd, t64, n_cols, w_ptr,
+                           shift_ptr, scale_ptr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, abits, k,
+                           PIECE, NP, TW, NFULL)
+            tl.store(ho + _cols(k, PIECE, NP, TW), hk, eviction_policy="evict_last")
+        qscale, bad = _row_scale(abits)
+        tl.debug_barrier()   # the program's stores of h before its loads of them, whichever thread stored them
+        for k in tl.static_range(NP):
+            hk = tl.load(ho + _cols(k, PIECE, NP, TW), eviction_policy="evict_last")
+            _put(q_ptr, row * stride_q, hk, qscale, bad, n_cols, k, PIECE, NP, TW, SMOD, QUOT, NFULL)
+        tl.store(s_ptr + row, qscale)
+        return
     # the row as eight pieces (module docstring): NP of them hold columns (NP > 4), the rest are zeros
     x0 = _x(res_ptr, gate_ptr, branch_ptr, r_ptr, row, t64, n_cols, stride_er, stride_ec, stride_gr,
             stride_gc, stride_br, stride_bc, stride_rr, 0, PIECE, NP, TW, XMOD, SMOD, NFULL)
@@ -466,7 +523,7 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
                                             idx_ptr, q_ptr, s_ptr, n_rows, n_cols, n_cols_f, eps, stride_er,
                                             stride_ec, stride_gr, stride_gc, stride_br, stride_bc, stride_rr, stride_w,
                                             stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
-                                            PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
+                                            hs_ptr, stride_hs, PIECE: tl.constexpr, LOG: tl.constexpr, NP: tl.constexpr,
                                             XMOD: tl.constexpr, SMOD: tl.constexpr, QUOT: tl.constexpr,
                                             RELOAD: tl.constexpr, NFULL: tl.constexpr, TW: tl.constexpr,
                                             UNPACK: tl.constexpr, PERSIST: tl.constexpr, STAGES: tl.constexpr,
@@ -489,12 +546,12 @@ def _gate_residual_modulate_fp8_warp_kernel(res_ptr, gate_ptr, branch_ptr, r_ptr
             _row(tl.cast(row, tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr, idx_ptr,
                  q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
                  stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx,
-                 stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
+                 stride_q, PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK, hs_ptr, stride_hs)
     else:
         _row(tl.program_id(0).to(tl.int64), res_ptr, gate_ptr, branch_ptr, r_ptr, w_ptr, shift_ptr, scale_ptr,
              idx_ptr, q_ptr, s_ptr, n_cols, n_cols_f, eps, stride_er, stride_ec, stride_gr, stride_gc, stride_br,
              stride_bc, stride_rr, stride_w, stride_shr, stride_shc, stride_scr, stride_scc, stride_idx, stride_q,
-             PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK)
+             PIECE, LOG, NP, XMOD, SMOD, QUOT, RELOAD, NFULL, TW, UNPACK, hs_ptr, stride_hs)
 
 
 def _tail_width(n_cols, piece, n_pieces):
@@ -513,11 +570,14 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=res.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=res.device)
     if n_rows > 0:
-        _gate_residual_modulate_fp8_warp_kernel[(min(n_rows, PERSIST) if PERSIST else n_rows,)](
+        grid = min(n_rows, PERSIST) if PERSIST else n_rows
+        # RELOAD 4: a row of h a program (bf16, the pieces' columns)
+        hs = K.scratch((grid if RELOAD == 4 else 1, n_pieces * piece), dtype=K.bfloat16, device=res.device)
+        _gate_residual_modulate_fp8_warp_kernel[(grid,)](
             res, gate, branch, r, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS,
             res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),
             r.stride(0), w.stride(0), shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1),
-            idx.stride(0), h8.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=n_pieces,
+            idx.stride(0), h8.stride(0), hs, hs.stride(0), PIECE=piece, LOG=LOG2_MAX, NP=n_pieces,
             TW=_tail_width(n_cols, piece, n_pieces) if TAIL else piece, UNPACK=UNPACK, XMOD=".cg" if STREAM else "",
             SMOD=".cs" if STREAM else "", QUOT=QUOT, RELOAD=RELOAD,
             NFULL=n_cols // piece, PERSIST=PERSIST, STAGES=STAGES, PREFETCH=PREFETCH,
