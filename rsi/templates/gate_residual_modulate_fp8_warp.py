@@ -571,8 +571,8 @@ def launch(res, gate, branch, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=
     h_scale = K.empty((n_rows,), dtype=K.float32, device=res.device)
     if n_rows > 0:
         grid = min(n_rows, PERSIST) if PERSIST else n_rows
-        # RELOAD 4: a row of h a program (bf16, the pieces' columns)
-        hs = K.scratch((grid if RELOAD == 4 else 1, n_pieces * piece), dtype=K.bfloat16, device=res.device)
+        # RELOAD 4: a row of h a program (bf16, the pieces' columns); otherwise res stands in, never read through it
+        hs = K.scratch((grid, n_pieces * piece), dtype=K.bfloat16, device=res.device) if RELOAD == 4 else res
         _gate_residual_modulate_fp8_warp_kernel[(grid,)](
             res, gate, branch, r, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS,
             res.stride(0), res.stride(1), gate.stride(0), gate.stride(1), branch.stride(0), branch.stride(1),

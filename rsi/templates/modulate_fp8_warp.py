@@ -478,8 +478,8 @@ def launch(x, w, shift, scale, idx, num_warps=1, STREAM=1, QUOT=1, RELOAD=0, MAX
     h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
     if n_rows > 0:
         grid = min(n_rows, PERSIST) if PERSIST else n_rows
-        # RELOAD 4: a row of h a program (bf16, the pieces' columns)
-        hs = K.scratch((grid if RELOAD == 4 else 1, n_pieces * piece), dtype=K.bfloat16, device=x.device)
+        # RELOAD 4: a row of h a program (bf16, the pieces' columns); otherwise x stands in, never read through it
+        hs = K.scratch((grid, n_pieces * piece), dtype=K.bfloat16, device=x.device) if RELOAD == 4 else x
         _modulate_fp8_warp_kernel[(grid,)](
             x, w, shift, scale, idx, h8, h_scale, n_rows, n_cols, float(n_cols), EPS, x.stride(0), x.stride(1), w.stride(0),
             shift.stride(0), shift.stride(1), scale.stride(0), scale.stride(1), idx.stride(0), h8.stride(0),
