@@ -34,7 +34,9 @@ RELOAD 4 (thirtieth session; meant for the row loop) makes r piece by piece in t
 for h once (as RELOAD 2), stores each piece of h to the program's row of a scratch buffer (``K.scratch``, bf16; the
 PERSIST programs keep re-writing their rows, so that it stays in L2) and reads it back for the bytes once the amax
 is known, after a barrier. The one-warp sm_90a build: 162 registers (12 programs an SM against RELOAD 1's 8), no
-stack, 5,752 SASS instructions against RELOAD 1's 5,376 (TAIL 1).
+stack, 5,752 SASS instructions against RELOAD 1's 5,376 (TAIL 1). On an H100 (run 87 h) it is slower than RELOAD 1
+at every bucket (0.67-0.75x the bf16 op against 0.90-0.96x): modulate_fp8_warp's RELOAD 4 shows why (run 87 n: the
+scratch rows go back to DRAM).
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (56 stack bytes
 uncapped, 320 at 168, 568 at 128). Ncu (run 77) found modulate_fp8_warp's one-warp kernel waiting on its loads with

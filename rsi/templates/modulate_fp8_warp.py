@@ -31,7 +31,9 @@ rows, so that the scratch stays in L2) and is read back for the bytes once the a
 pieces: the one-warp sm_90a build holds 106 registers (18 programs an SM against the 8 of 255), no stack, 4,904
 SASS instructions against RELOAD 2's 124 / 5,856 (PERSIST 1056, TAIL 1). A barrier between the stores and the
 loads makes them visible across the program's threads (the layouts are the same, so each thread reads back what it
-stored, but the barrier does not rely on that).
+stored, but the barrier does not rely on that). On an H100 (run 87 h) it is slower than PREFETCH at every bucket
+(0.51-0.64x the bf16 op against 0.87-1.05x): the scratch rows are written back to DRAM under the streaming loads
+(run 87 n: about 280 MB moved at stage1 against 151 MB) and the warps wait on reading them back.
 MAXNREG n > 0 caps a thread's registers at n (the launch's maxnreg): at one warp and RELOAD 1 the sm_90 build holds
 255 (8 programs an SM); 168 fits 12 programs and 128 16, the rest spilled to local memory (modulate_fp8_warp: 56
 stack bytes uncapped, 280 at 168, 632 at 128). Ncu (run 77) found the one-warp kernel waiting on its loads with
