@@ -147,7 +147,8 @@ def _modulate_fp8_kernel(gx: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor, gsc
             h = (p.to(cutlass.Float32) + gsh[(None, (t, v))].load().reshape((VEC,)).to(cutlass.Float32)).to(
                 cutlass.BFloat16)
             xs[(None, c)].store(h)
-            bits = h.bitcast(cutlass.Uint16) << 1   # |h|'s bits, doubled: the sign shifted out
+            bits = h.bitcast(cutlass.Uint16)
+            bits = bits + bits   # |h|'s bits, doubled: the sign shifted out
             acc.store(cute.where(bits > acc.load(), bits, acc.load()))
     ab = cute.make_rmem_tensor((1,), cutlass.Int32)
     ab[0] = cutlass.Int32(acc[0])
