@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -372,3 +373,64 @@ def test_fp8_attention_sink_keeps_the_softmax_before_the_pv_wait(tmp_path):
     assert before0 + after0 == before1 + after1 == 98
     assert (before1, after1) == (98, 0)
     assert after0 > before0
+
+
+_COMPILE_MODULATE_FP8 = r"""
+import collections, glob, importlib.util, json, os, re, subprocess, sys
+import torch
+import triton
+import cuda.bindings.driver as cuda
+from cutlass import cute
+from cutlass.cute.runtime import from_dlpack
+from rsi import kernel as K
+from rsi.refs import get_op_group
+spec = importlib.util.spec_from_file_location("tpl_modulate_fp8_cute", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+g = get_op_group("modulate_fp8")
+out = []
+for shape, layout in ((g.shapes[0], 0), (g.odd_shapes[1], 2)):
+    x, w, sh, sc, idx = g.make_inputs(shape.__class__(shape.name, {**shape.dims, "rows": 4}), 0, "cpu", layout)
+    q, qs = torch.empty(x.shape, dtype=torch.float8_e4m3fn), torch.empty(x.shape[0])
+    cfg = {"THREADS": 128, "CHUNKS": 8}
+    key, positional = K._cute_args(m._modulate_fp8_host, (x, w, sh, sc, idx, q, qs), cfg, cuda.CUstream(0), from_dlpack)
+    compile_args, lay = K._cute_bind(m._modulate_fp8_host, positional, cfg)
+    d = os.environ["CUTE_DSL_DUMP_DIR"]
+    for f in glob.glob(os.path.join(d, "*.ptx")):
+        os.remove(f)
+    cute.compile(m._modulate_fp8_host, *compile_args)
+    ptx = "".join(open(f).read() for f in glob.glob(os.path.join(d, "*.ptx")))
+    ops = collections.Counter(re.findall(r"bar\.sync|sqrt\.[a-z0-9.]+|div\.[a-z0-9.]+|rcp\.[a-z0-9.]+|\.ftz|"
+                                         r"cvt\.rn\.satfinite\.e4m3x2\.f32|(?:ld|st)\.local|(?:ld|st)\.global\.v[24]\.b32", ptx))
+    row = {"layout": layout, "ops": dict(ops), "hfma2": None}
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    if layout == 0 and os.path.exists(os.path.join(tool, "ptxas")):
+        src = os.path.join(d, "k.ptx")
+        open(src, "w").write(re.sub(r"^\.version 9\.\d+", ".version 8.7", ptx, flags=re.M))
+        subprocess.run([os.path.join(tool, "ptxas"), "-arch=sm_90a", src, "-o", src + ".cubin"], check=True)
+        sass = subprocess.run([os.path.join(tool, "cuobjdump"), "-sass", src + ".cubin"], capture_output=True,
+                              text=True, check=True).stdout
+        row["hfma2"] = re.findall(r"HFMA2[.A-Z0-9_]*BF16_V2 [^;]*;", sass)
+    out.append(row)
+print(json.dumps(out))
+"""
+
+
+def test_modulate_fp8_template_compiles_for_sm90(tmp_path):
+    """rsi/templates/modulate_fp8_cute.py (a row a CTA) at H3's width and at the odd shape's layout 2 (x at an odd
+    offset with an odd row stride, the table transposed): two barriers a row (the tree's warp levels, the amax), the
+    IEEE square root and divisions (1 / x as rcp.rn), nothing flushed to zero, e4m3 bytes by cvt.rn.satfinite in
+    pairs, nothing in local memory; 16-byte loads where the layout allows them. In the sm_90a SASS (ptxas from
+    Triton's backend) every bf16 fma whose two factors are registers adds the broadcast -0 of the row (z, .H0_H0) or
+    zero: n * (1 + scale) is never contracted with the + shift into one rounding (modulate's eager order rounds the
+    product first; a plain bf16 product before the add was contracted, found here)."""
+    r = _compile(tmp_path, _COMPILE_MODULATE_FP8, "modulate_fp8_cute")
+    h3, odd = json.loads(r.stdout.strip().splitlines()[-1])
+    for c in (h3, odd):
+        ops = c["ops"]
+        assert ops.get("bar.sync") == 2 and ops.get("sqrt.rn.f32") == 1 and not ops.get(".ftz")
+        assert ops.get("cvt.rn.satfinite.e4m3x2.f32") and not ops.get("ld.local") and not ops.get("st.local")
+        assert ops.get("div.rn.f32", 0) + ops.get("rcp.rn.f32", 0) >= 3
+    assert h3["ops"].get("ld.global.v4.b32") and not odd["ops"].get("ld.global.v4.b32")
+    if h3["hfma2"] is not None:
+        products = [i for i in h3["hfma2"] if re.search(r"BF16_V2 R\d+, -?R\d+(\.H\d_H\d)?, -?R\d+(\.H\d_H\d)?, ", i)]
+        assert products and all(re.search(r", -?(RZ|R\d+(\.reuse)?\.H0_H0) ;", i) for i in products), products
