@@ -170,6 +170,9 @@ PREDICATES: dict[str, Callable[[Config], bool]] = {
     # the eight-piece templates' PREFETCH: the unpipelined row loop (PERSIST, STAGES 1) holding the row (RELOAD 0)
     "warp_prefetch": lambda c: not c.get("PREFETCH", 0) or (c.get("PERSIST", 0) > 0 and c.get("STAGES", 1) == 1
                                                             and c["RELOAD"] == 0),
+    # modulate_fp8_cute: THREADS x CHUNKS 16-byte vectors a row, 1,024 (8,192 columns: H3's 5,376 padded to the
+    # power of two its tree folds; more would add zero chunks, fewer would not hold the row)
+    "cute_row_span": lambda c: c["THREADS"] * c["CHUNKS"] == 1024,
     # head_merge_fp8: a [64, 128] tile a row at 56 heads (W h padded to a power of two), 8 to 64 values a thread
     "fp8_merge_regs_fit": lambda c: 64 * 128 * c["ROWS"] <= 64 * 32 * c["num_warps"],
     "fp8_merge_vectors_16B": lambda c: 64 * 128 * c["ROWS"] >= 8 * 32 * c["num_warps"],
@@ -204,6 +207,15 @@ def _heuristic_cute_vectors_16b(space: Space) -> dict[str, Any]:
     before either is computed, and the Triton template's instructions (MATH=1). H200 run 30: accepted, 259.6 us at
     the video bucket (UNROLL 1: 257.8 us, 0.997x the locked Triton kernel; docs/cute.md)."""
     c = {"THREADS": 256, "UNROLL": 2, "MATH": 1}
+    return {k: v for k, v in c.items() if k in space.axes}
+
+
+def _heuristic_cute_row_a_cta(space: Space) -> dict[str, Any]:
+    """CuTe DSL producer (rsi/templates/modulate_fp8_cute.py): a row a CTA of 128 threads, 8 vectors a thread (80
+    registers in the sm_90a build: 6 CTAs an SM, 24 warps, against the Triton one-warp template's 8). H100 run 88 h
+    (probe 88, outside the judge): 1.15x / 1.13x / 1.19x the bf16 modulate kernel at stage1 / per_rank / full, the
+    fastest of the four configs (64 threads 1.09-1.17x, 256 0.92-0.93x, 512 0.42-0.44x)."""
+    c = {"THREADS": 128, "CHUNKS": 8}
     return {k: v for k, v in c.items() if k in space.axes}
 
 
@@ -416,6 +428,7 @@ HEURISTICS: dict[str, Callable[[Space], dict[str, Any]]] = {
     "triton_tma_tiles": _heuristic_triton_tma_tiles,
     "fp8_modulate_rows": _heuristic_fp8_modulate_rows,
     "fp8_modulate_warp": _heuristic_fp8_modulate_warp,
+    "cute_row_a_cta": _heuristic_cute_row_a_cta,
     "fp8_residual_warp": _heuristic_fp8_residual_warp,
     "fp8_swiglu_rows": _heuristic_fp8_swiglu_rows,
     "fp8_merge_rows": _heuristic_fp8_merge_rows,

@@ -97,6 +97,9 @@ DTYPES = frozenset({"Float32", "BFloat16", "Float16", "Float64", "Int8", "Int16"
 CUTE_TYPES = frozenset({"Tensor", "TensorSSA", "Layout", "Shape", "Coord", "Stride", "IntTuple", "Tile", "Tiler",
                         "ComposedLayout", "CopyAtom", "TiledMma"})
 UNTAINTED_TYPES = frozenset({"Tensor", "TensorSSA"})   # with cutlass.Constexpr: parameters that carry no metadata
+# parameter kinds (annotation()) that are not metadata in a body: a tainted value may not be passed to them (C4); a
+# cutlass dtype ("scalar") is a run-time number, from the host (K.cute_launch) or from the caller's data
+UNTAINTED_PARAMS = frozenset({"constexpr", "tensor", "scalar"})
 # cute.<name> a body may use: layout algebra, register tensors, copies, selection, math on tensors, types
 CUTE_NAMES = frozenset({
     "make_layout", "make_ordered_layout", "make_layout_tv", "make_identity_layout", "make_identity_tensor",
@@ -273,17 +276,18 @@ def decorator(mod, fn: ast.FunctionDef) -> str | None:
 
 
 def annotation(mod, ann: ast.AST | None, where: str) -> str:
-    """"constexpr", "tensor" (cute.Tensor / cute.TensorSSA), "type" (another allowed type) or "" (none)."""
+    """"constexpr", "tensor" (cute.Tensor / cute.TensorSSA), "scalar" (a cutlass dtype: a run-time number), "type"
+    (another allowed type) or "" (none)."""
     if ann is None:
         return ""
     attrs = _cute_chain(mod, ann)
     if attrs is not None and len(attrs) == 1 and (attrs[0] in CUTE_TYPES or attrs[0] in DTYPES):
-        return "tensor" if attrs[0] in UNTAINTED_TYPES else "type"
+        return "tensor" if attrs[0] in UNTAINTED_TYPES else "scalar" if attrs[0] in DTYPES else "type"
     attrs = _cutlass_chain(mod, ann)
     if attrs == ["Constexpr"]:
         return "constexpr"
     if attrs is not None and len(attrs) == 1 and attrs[0] in DTYPES:
-        return "type"
+        return "scalar"
     raise _Reject(f"annotation {_src(ann)} in {where}: a CuTe parameter is annotated with cutlass.Constexpr, a cutlass "
                   "dtype or cute." + "/cute.".join(sorted(CUTE_TYPES)) + " (evaluated at import time; no strings)", ann)
 
@@ -315,7 +319,7 @@ class CuteFunction(_Function):
             raise _Reject(f"return annotation of {self.where}: leave it out", fn.returns)
         for p in _params(fn):
             kind = annotation(self.mod, p.annotation, self.where)
-            self.taint[p.arg] = _CLEAN if kind in ("constexpr", "tensor") else _Kind("S", True)
+            self.taint[p.arg] = _CLEAN if kind in UNTAINTED_PARAMS else _Kind("S", True)
         for name in self.locals:
             self.taint.setdefault(name, _CLEAN)
         for _ in range(64):   # taint only grows: to the fixpoint, every pass checks every rule
@@ -636,7 +640,7 @@ class CuteFunction(_Function):
             if self.expr(a).mixed:   # inside the callee the parameter would be plain metadata, the constant forgotten
                 raise _Reject(f"{self.where} passes {_src(a)}, computed from tensor metadata with a constant folded in, "
                               f"to {callee.name}(): special-casing shapes is not allowed", a)
-            if annotation(self.mod, p.annotation, callee.name) in ("constexpr", "tensor") and self.expr(a).taint:
+            if annotation(self.mod, p.annotation, callee.name) in UNTAINTED_PARAMS and self.expr(a).taint:
                 raise _Reject(f"{self.where} passes {_src(a)}, derived from tensor metadata, to the "
                               f"{_src(p.annotation)} parameter {p.arg} of {callee.name}(): shapes may not shed their "
                               "taint (pass them to an unannotated parameter)", a)
@@ -709,6 +713,10 @@ def check_host_launch(host, call: ast.Call) -> None:
         if kind == "tensor" and k.cat not in ("O", "B"):
             raise _Reject(f"K.cute_launch passes {_src(a)}, not a tensor, to the {_src(p.annotation)} parameter "
                           f"{p.arg} of {first.id}()", a)
+        if kind == "scalar" and (k.mixed or k.cat not in ("S", "B")):
+            raise _Reject(f"K.cute_launch passes {_src(a)} to the {_src(p.annotation)} parameter {p.arg} of "
+                          f"{first.id}(): a dtype-annotated parameter takes a number (a run-time value: a size may "
+                          "reach the body so, as a Triton kernel's arguments do, but not with a constant folded in)", a)
         if kind == "constexpr" and (k.taint or k.cat not in ("S", "B")):
             raise _Reject(f"K.cute_launch passes {_src(a)} to the cutlass.Constexpr parameter {p.arg} of "
                           f"{first.id}(): Constexpr parameters take constants and the config", a)

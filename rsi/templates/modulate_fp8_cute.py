@@ -34,7 +34,6 @@ from cutlass import cute
 from rsi import kernel as K
 
 EPS = 1e-5
-VEC = 8                                  # bf16 a 16-byte vector
 E4M3_MAX = 448.0
 NONFINITE_BITS = 0x7F80                  # bf16 bits of +Inf: |h| bits at or above it are Inf or NaN
 NAN_BITS = 0x7FC00000                    # fp32 NaN: a non-finite row's scale
@@ -50,7 +49,8 @@ def _sq(xv: cute.TensorSSA):
 
 
 @cute.jit
-def _row_ss(xs: cute.Tensor, red: cute.Tensor, THREADS: cutlass.Constexpr, CHUNKS: cutlass.Constexpr):
+def _row_ss(xs: cute.Tensor, red: cute.Tensor, THREADS: cutlass.Constexpr, CHUNKS: cutlass.Constexpr,
+            VEC: cutlass.Constexpr):
     """The row's canonical sum of squares (module docstring) from the thread's CHUNKS vectors xs [VEC, CHUNKS]
     (zeros past the row), in every thread; red is shared memory [VEC, THREADS] fp32."""
     tidx, _, _ = cute.arch.thread_idx()
@@ -114,8 +114,8 @@ def _row_scale(ab: cute.Tensor, am: cute.Tensor, sc: cute.Tensor, THREADS: cutla
 
 @cute.kernel
 def _modulate_fp8_kernel(gx: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor, gsc: cute.Tensor, idx: cute.Tensor,
-                         gq: cute.Tensor, qscale: cute.Tensor, THREADS: cutlass.Constexpr,
-                         CHUNKS: cutlass.Constexpr):
+                         gq: cute.Tensor, qscale: cute.Tensor, n_cols: cutlass.Float32, THREADS: cutlass.Constexpr,
+                         CHUNKS: cutlass.Constexpr, VEC: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     row, _, _ = cute.arch.block_idx()
     n_vec = gx.shape[1][1]
@@ -128,8 +128,8 @@ def _modulate_fp8_kernel(gx: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor, gsc
         xs[(None, c)].fill(0.0)
         if c * THREADS + tidx < n_vec:
             xs[(None, c)].store(gx[(None, (row, c * THREADS + tidx))].load())
-    ss = _row_ss(xs, red, THREADS, CHUNKS)
-    rstd = 1.0 / cute.math.sqrt(ss / cutlass.Float32(n_vec * VEC) + EPS)
+    ss = _row_ss(xs, red, THREADS, CHUNKS, VEC)
+    rstd = 1.0 / cute.math.sqrt(ss / n_cols + EPS)
     # z = -(0 rstd) is -0 unless rstd is NaN (then every n is NaN, and so is h): p = bf16(n s1) + z is bf16(n s1)
     # exactly, whether or not ptxas contracts the two into one fma (z has no value the compiler can fold), and the
     # product's one use is that add, so it cannot be contracted with the + shift (two roundings, not one)
@@ -182,25 +182,26 @@ def _modulate_fp8_kernel(gx: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor, gsc
 
 @cute.jit
 def _modulate_fp8_host(x: cute.Tensor, w: cute.Tensor, shift: cute.Tensor, scale: cute.Tensor, idx: cute.Tensor,
-                       q: cute.Tensor, qscale: cute.Tensor, stream, THREADS: cutlass.Constexpr,
-                       CHUNKS: cutlass.Constexpr):
+                       q: cute.Tensor, qscale: cute.Tensor, n_cols: cutlass.Float32, stream,
+                       THREADS: cutlass.Constexpr, CHUNKS: cutlass.Constexpr, VEC: cutlass.Constexpr):
     gx = cute.zipped_divide(x, (1, VEC))        # ((1, VEC), (R, H / VEC))
     gw = cute.zipped_divide(w, (VEC,))
     gsh = cute.zipped_divide(shift, (1, VEC))
     gsc = cute.zipped_divide(scale, (1, VEC))
     gq = cute.zipped_divide(q, (1, VEC))
-    _modulate_fp8_kernel(gx, gw, gsh, gsc, idx, gq, qscale, THREADS, CHUNKS).launch(
+    _modulate_fp8_kernel(gx, gw, gsh, gsc, idx, gq, qscale, n_cols, THREADS, CHUNKS, VEC).launch(
         grid=(x.shape[0], 1, 1), block=(THREADS, 1, 1), stream=stream)
 
 
-def launch(x, w, shift, scale, idx, THREADS=128, CHUNKS=8):
+def launch(x, w, shift, scale, idx, THREADS=128, CHUNKS=8, VEC=8):
     n_rows, n_cols = x.shape
     if n_cols == 0 or n_cols % VEC != 0:
         raise ValueError(f"H = {n_cols} is not a positive multiple of the vector width {VEC}")
     if n_cols > CHUNKS * THREADS * VEC:
-        raise ValueError(f"H = {n_cols} is over CHUNKS x THREADS x {VEC} = {CHUNKS * THREADS * VEC} columns")
+        raise ValueError(f"H = {n_cols} is over CHUNKS x THREADS x VEC = {CHUNKS * THREADS * VEC} columns")
     h8 = K.empty((n_rows, n_cols), dtype=K.float8_e4m3fn, device=x.device)
     h_scale = K.empty((n_rows,), dtype=K.float32, device=x.device)
     if n_rows > 0:
-        K.cute_launch(_modulate_fp8_host, x, w, shift, scale, idx, h8, h_scale, THREADS=THREADS, CHUNKS=CHUNKS)
+        K.cute_launch(_modulate_fp8_host, x, w, shift, scale, idx, h8, h_scale, float(n_cols), THREADS=THREADS,
+                      CHUNKS=CHUNKS, VEC=VEC)
     return h8, h_scale

@@ -301,3 +301,40 @@ def test_attention_cheats_are_rejected(src, why):
     assert r, f"accepted: {why}"
     assert why in r, r
 
+
+
+# ---- run-time numbers (thirty-first session): a cutlass-dtype parameter is a run-time value, not metadata
+MOD = template_source("modulate_fp8_cute")
+MOD_HOST = ("K.cute_launch(_modulate_fp8_host, x, w, shift, scale, idx, h8, h_scale, float(n_cols), THREADS=THREADS,"
+            "\n                      CHUNKS=CHUNKS, VEC=VEC)")
+MOD_RSTD = "    rstd = 1.0 / cute.math.sqrt(ss / n_cols + EPS)\n"
+
+
+def mod_swap(old: str, new: str) -> str:
+    assert MOD.count(old) == 1, old
+    return MOD.replace(old, new)
+
+
+def test_run_time_numbers_pass():
+    """modulate_fp8_cute divides the row's sum of squares by H, a host number (float(n_cols)) passed to a
+    cutlass.Float32 parameter: a run-time value of the compiled kernel, as a Triton kernel's arguments are, so what
+    is computed from it with data (rstd, h, the amax's comparisons) is data. A body may compare it, as a Triton body
+    may branch on a size (docs/design.md)."""
+    assert reason(MOD) == ""
+    assert reason(mod_swap(MOD_RSTD, MOD_RSTD + "    if n_cols > 4096.0:\n        rstd = rstd * 1.0\n")) == ""
+
+
+@pytest.mark.parametrize("src, why", [
+    # a shape passed to a dtype-annotated parameter would shed its taint there (the kernel's n_cols, in the jit)
+    (mod_swap("qscale, n_cols, THREADS, CHUNKS, VEC).launch(",
+              "qscale, cutlass.Float32(x.shape[1]), THREADS, CHUNKS, VEC).launch("), "shed their taint"),
+    # the host may pass a size, but not one with a constant folded in (n - 5376 compared with 0 in the body)
+    (mod_swap(MOD_HOST, MOD_HOST.replace("float(n_cols)", "float(n_cols - 5376)")), "constant folded in"),
+    # a tensor to a number
+    (mod_swap(MOD_HOST, MOD_HOST.replace("float(n_cols)", "x")), "takes a number"),
+    # the static shape, in the body, is still metadata: H recomputed from it and compared is refused
+    (mod_swap(MOD_RSTD, "    rstd = 1.0 / cute.math.sqrt(ss / cutlass.Float32(n_vec * VEC) + EPS)\n"),
+     "special-casing shapes"),
+])
+def test_run_time_number_cheats_rejected(src, why):
+    assert why in reason(src)
