@@ -45,21 +45,24 @@ C2. Bodies are traced as Python when K compiles them, inside the producer. State
     cta_layout), tensor-map updates, cp.async (non-bulk) and anything else of cpasync / warpgroup / pipeline.
 C3. Host code launches a ``@cute.jit`` function ``fn`` only with the statement ``K.cute_launch(fn, *args, **consts)``
     (or ``K.cute_launch_dynamic``, the same with dynamic tensor layouts),
-    which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, the parameter after the
-    positional arguments takes the stream (unannotated), and every later parameter is ``cutlass.Constexpr``, bound by
-    keyword to a constant or the config, never to a value derived from the inputs.
+    which calls ``fn(*args, stream, **consts)``: a ``cute.Tensor`` parameter takes a tensor, a parameter annotated
+    with a cutlass dtype (``cutlass.Float32``, ...) takes a host number, a run-time value of the compiled function
+    (a size may reach a body so, as a Triton kernel's arguments do, but not one with a constant folded in), the
+    parameter after the positional arguments takes the stream (unannotated), and every later parameter is
+    ``cutlass.Constexpr``, bound by keyword to a constant or the config, never to a value derived from the inputs.
 C4. Shape special-casing (rule 4 of rsi.harness.static, inside CuTe bodies): K.cute_launch compiles for static
     shapes, so the shapes are known when a body is traced (K.cute_launch_dynamic's are runtime values; the rule is
     read from the source, so it holds for both). Values derived from tensor metadata are tainted: ``.shape``,
     ``.layout``, ``.stride``, ``.numel``, a composed layout's ``.outer`` / ``.inner`` and the functions
     ``CUTE_METADATA`` of anything, ``cute.arch.grid_dim()``, parameters not annotated ``cute.Tensor`` /
-    ``cute.TensorSSA`` / ``cutlass.Constexpr``, and whatever is computed from tainted values (an element or a load
+    ``cute.TensorSSA`` / ``cutlass.Constexpr`` / a cutlass dtype (a run-time number: C3), and whatever is computed
+    from tainted values (an element or a load
     takes the taint of its tensor, not of the index). A comparison, a truth test, ``cute.elem_less`` or a min / max
     involving a tainted value may involve no constant but 0, 1, -1 and the index-width limits, and no tainted value
     into which another constant was folded by arithmetic; nor may such a value be a loop bound (``cutlass.range``,
     ``range_constexpr``, ``range``: ``range_constexpr(n // 21504)`` runs its body only at some shapes) or an index
     (``(0, 1)[n // 21504]``). Tensor data (loads, elements of untainted tensors) is not metadata. A tainted value
-    may not be passed to a ``cute.Tensor``, ``cute.TensorSSA`` or ``cutlass.Constexpr``
+    may not be passed to a ``cute.Tensor``, ``cute.TensorSSA``, ``cutlass.Constexpr`` or cutlass-dtype
     parameter of another CuTe function (it would shed its taint there). A local holding a constant counts as the
     constant, as in host code; a new register tensor (``FRESH_VALUES``) holds new values, not its shape argument's.
     Known gap: an element store does not pass its value's taint to the tensor (tests/adversarial/
