@@ -54,7 +54,8 @@ def smoke(out_path):
                                "scales_equal": bool(check.bitwise_equal(out[1], ref[1]))}
                     except Exception as e:   # noqa: BLE001 - a probe: record the failure and go on
                         row = {"config": name, "shape": shape.name, "layout": layout,
-                               "case": case.name if case else None, "ok": False, "error": f"{type(e).__name__}: {e}"[:400]}
+                               "case": case.name if case else None, "ok": False,
+                               "error": f"{type(e).__name__}: {e}"[:400]}
                     rows.append(row)
                     if not row["ok"]:
                         print(row, flush=True)

@@ -26,9 +26,9 @@ bytes: nothing is read twice. Loads of w and the row's AdaLN scale and shift row
 allow it (CuTe emits narrower accesses where a layout is not 16-byte aligned: the op group's layouts 1 and 2).
 modulate rounds ``n * (1 + scale)`` to bf16 before the shift is added: LLVM narrows the fp32 form to bf16x2 products
 and sums (exact), and ptxas would contract the product with the shift's add into one rounding; the product's one
-use is an add of ``z = -(0 rstd)`` (-0; NaN only where every h is NaN), which keeps them apart (docs/cute.md;
-tests/unit/test_cute_compile.py checks the SASS). H comes as a run-time number (``n_cols``, a cutlass.Float32
-parameter: the static shape with eps added would be a shape with a constant folded in, docs/cute.md).
+use is an add of ``z = -(0 H)`` (-0, from the run-time H: nothing the compiler can fold), which keeps them apart
+(docs/cute.md; tests/unit/test_cute_compile.py checks the SASS). H comes as a run-time number (``n_cols``, a
+cutlass.Float32 parameter: the static shape with eps added would be a shape with a constant folded in).
 sm_90a build at 128 threads and H3's width: 86 registers, no stack, two barriers.
 Config: THREADS (a multiple of 32), CHUNKS (a power of two: the vectors a thread holds; H must be at most CHUNKS x
 THREADS x VEC), VEC 8 (a 16-byte vector; the element levels assume it). H100 run 88 h (probe 88, outside the
@@ -96,7 +96,8 @@ def _row_ss(xs: cute.Tensor, red: cute.Tensor, THREADS: cutlass.Constexpr, CHUNK
 @cute.jit
 def _row_scale(ab: cute.Tensor, am: cute.Tensor, sc: cute.Tensor, THREADS: cutlass.Constexpr):
     """sc = (scale, nk, sk, nr) of the row from the thread's largest |h| bit pattern ab[0]: the CTA's maximum
-    (shuffles, then shared memory am [WARPS]), scale = NaN for a non-finite row, 1 for a zero row, else amax / 448 (IEEE);
+    (shuffles, then shared memory am [WARPS]), scale = NaN for a non-finite row, 1 for a zero row, else amax / 448
+    (IEEE);
     nk = -2^64 where the scale is below 2^-64 (else -1), sk = scale * -nk, nr = -1 / sk (fp8_quotient)."""
     tidx, _, _ = cute.arch.thread_idx()
     abits = ab[0]
@@ -138,10 +139,10 @@ def _modulate_fp8_kernel(gx: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor, gsc
             xs[(None, c)].store(gx[(None, (row, c * THREADS + tidx))].load())
     ss = _row_ss(xs, red, THREADS, CHUNKS, VEC)
     rstd = 1.0 / cute.math.sqrt(ss / n_cols + EPS)
-    # z = -(0 rstd) is -0 unless rstd is NaN (then every n is NaN, and so is h): p = bf16(n s1) + z is bf16(n s1)
-    # exactly, whether or not ptxas contracts the two into one fma (z has no value the compiler can fold), and the
-    # product's one use is that add, so it cannot be contracted with the + shift (two roundings, not one)
-    z = cute.full((VEC,), -(0.0 * rstd), cutlass.Float32).to(cutlass.BFloat16)
+    # z = -(0 H) is -0 (H is a positive run-time number, which the compiler cannot fold): p = bf16(n s1) + z is
+    # bf16(n s1) exactly, whether or not ptxas contracts the two into one fma, and the product's one use is that
+    # add, so it is not contracted with the + shift (two roundings, not one)
+    z = cute.full((VEC,), -(0.0 * n_cols), cutlass.Float32).to(cutlass.BFloat16)
     acc = cute.make_rmem_tensor((VEC,), cutlass.Uint16)
     acc.fill(0)
     for c in cutlass.range_constexpr(CHUNKS):   # h over x's registers, and the thread's largest |h| bits

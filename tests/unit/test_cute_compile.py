@@ -400,8 +400,10 @@ for shape, layout in ((g.shapes[0], 0), (g.odd_shapes[1], 2)):
         os.remove(f)
     cute.compile(m._modulate_fp8_host, *compile_args)
     ptx = "".join(open(f).read() for f in glob.glob(os.path.join(d, "*.ptx")))
-    ops = collections.Counter(re.findall(r"div\.rn\.f32\s+%r\d+, %r\d+, %r\d+|bar\.sync|sqrt\.[a-z0-9.]+|div\.[a-z0-9.]+|rcp\.[a-z0-9.]+|\.ftz|"
-                                         r"cvt\.rn\.satfinite\.e4m3x2\.f32|(?:ld|st)\.local|(?:ld|st)\.global\.v[24]\.b32", ptx))
+    ops = collections.Counter(re.findall(r"div\.rn\.f32\s+%r\d+, %r\d+, %r\d+|bar\.sync|sqrt\.[a-z0-9.]+|"
+                                         r"div\.[a-z0-9.]+|rcp\.[a-z0-9.]+|\.ftz|"
+                                         r"cvt\.rn\.satfinite\.e4m3x2\.f32|(?:ld|st)\.local|"
+                                         r"(?:ld|st)\.global\.v[24]\.b32", ptx))
     row = {"layout": layout, "ops": dict(ops), "hfma2": None}
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     if layout == 0 and os.path.exists(os.path.join(tool, "ptxas")):
