@@ -211,10 +211,11 @@ def _heuristic_cute_vectors_16b(space: Space) -> dict[str, Any]:
 
 
 def _heuristic_cute_row_a_cta(space: Space) -> dict[str, Any]:
-    """CuTe DSL producer (rsi/templates/modulate_fp8_cute.py): a row a CTA of 128 threads, 8 vectors a thread (86
-    registers in the sm_90a build: 5 CTAs an SM, 20 warps, against the Triton one-warp template's 8). H100 run 88 h
-    (probe 88, outside the judge): 1.15x / 1.13x / 1.19x the bf16 modulate kernel at stage1 / per_rank / full, the
-    fastest of the four configs (64 threads 1.09-1.17x, 256 0.92-0.93x, 512 0.42-0.44x)."""
+    """CuTe DSL producers (rsi/templates/modulate_fp8_cute.py, gate_residual_modulate_fp8_cute.py): a row a CTA of
+    128 threads, 8 vectors a thread (modulate_fp8_cute: 86 registers in the sm_90a build, 5 CTAs and 20 warps an SM,
+    against the Triton one-warp template's 8 warps). H100 run 88 h (probe 88, outside the judge): modulate_fp8_cute
+    1.15x / 1.13x / 1.19x the bf16 modulate kernel at stage1 / per_rank / full, the fastest of the four configs (64
+    threads 1.09-1.17x, 256 0.92-0.93x, 512 0.42-0.44x); the residual's template takes the same shape, untimed."""
     c = {"THREADS": 128, "CHUNKS": 8}
     return {k: v for k, v in c.items() if k in space.axes}
 

@@ -384,21 +384,24 @@ from cutlass import cute
 from cutlass.cute.runtime import from_dlpack
 from rsi import kernel as K
 from rsi.refs import get_op_group
-spec = importlib.util.spec_from_file_location("tpl_modulate_fp8_cute", sys.argv[1])
+spec = importlib.util.spec_from_file_location("tpl_fp8_producer_cute", sys.argv[1])
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-g = get_op_group("modulate_fp8")
+residual = hasattr(m, "_residual_fp8_host")   # gate_residual_modulate_fp8_cute, else modulate_fp8_cute
+g = get_op_group("gate_residual_modulate_fp8" if residual else "modulate_fp8")
+host = m._residual_fp8_host if residual else m._modulate_fp8_host
 out = []
 for shape, layout in ((g.shapes[0], 0), (g.odd_shapes[1], 2)):
-    x, w, sh, sc, idx = g.make_inputs(shape.__class__(shape.name, {**shape.dims, "rows": 4}), 0, "cpu", layout)
-    q, qs = torch.empty(x.shape, dtype=torch.float8_e4m3fn), torch.empty(x.shape[0])
+    args = g.make_inputs(shape.__class__(shape.name, {**shape.dims, "rows": 4}), 0, "cpu", layout)
+    x = args[0]
+    outs = ((torch.empty(x.shape, dtype=x.dtype),) if residual else ()) + (
+        torch.empty(x.shape, dtype=torch.float8_e4m3fn), torch.empty(x.shape[0]))
     cfg = {"THREADS": 128, "CHUNKS": 8, "VEC": 8}
-    key, positional = K._cute_args(m._modulate_fp8_host, (x, w, sh, sc, idx, q, qs, float(x.shape[1])), cfg,
-                                   cuda.CUstream(0), from_dlpack)
-    compile_args, lay = K._cute_bind(m._modulate_fp8_host, positional, cfg)
+    key, positional = K._cute_args(host, (*args, *outs, float(x.shape[1])), cfg, cuda.CUstream(0), from_dlpack)
+    compile_args, lay = K._cute_bind(host, positional, cfg)
     d = os.environ["CUTE_DSL_DUMP_DIR"]
     for f in glob.glob(os.path.join(d, "*.ptx")):
         os.remove(f)
-    cute.compile(m._modulate_fp8_host, *compile_args)
+    cute.compile(host, *compile_args)
     ptx = "".join(open(f).read() for f in glob.glob(os.path.join(d, "*.ptx")))
     ops = collections.Counter(re.findall(r"div\.rn\.f32\s+%r\d+, %r\d+, %r\d+|bar\.sync|sqrt\.[a-z0-9.]+|"
                                          r"div\.[a-z0-9.]+|rcp\.[a-z0-9.]+|\.ftz|"
@@ -418,16 +421,18 @@ print(json.dumps(out))
 """
 
 
-def test_modulate_fp8_template_compiles_for_sm90(tmp_path):
-    """rsi/templates/modulate_fp8_cute.py (a row a CTA) at H3's width and at the odd shape's layout 2 (x at an odd
+@pytest.mark.parametrize("template", ["modulate_fp8_cute", "gate_residual_modulate_fp8_cute"])
+def test_fp8_producer_templates_compile_for_sm90(tmp_path, template):
+    """rsi/templates/modulate_fp8_cute.py and gate_residual_modulate_fp8_cute.py (a row a CTA) at H3's width and at the odd shape's layout 2 (x at an odd
     offset with an odd row stride, the table transposed): two barriers a row (the tree's warp levels, the amax), the
     IEEE square root and divisions (1 / x as rcp.rn), nothing flushed to zero, e4m3 bytes by cvt.rn.satfinite in
     pairs, nothing in local memory; 16-byte loads where the layout allows them. H reaches the kernel as a run-time
     parameter (the mean divides by a register, not by a constant). In the sm_90a SASS (ptxas from
     Triton's backend) every bf16 fma whose two factors are registers adds the broadcast -0 of the row (z, .H0_H0) or
     zero: n * (1 + scale) is never contracted with the + shift into one rounding (modulate's eager order rounds the
-    product first; a plain bf16 product before the add was contracted, found here)."""
-    r = _compile(tmp_path, _COMPILE_MODULATE_FP8, "modulate_fp8_cute")
+    product first; a plain bf16 product before the add was contracted, found here); in the residual's template
+    gate * branch is not contracted with the + res either."""
+    r = _compile(tmp_path, _COMPILE_MODULATE_FP8, template)
     h3, odd = json.loads(r.stdout.strip().splitlines()[-1])
     for c in (h3, odd):
         ops = c["ops"]
