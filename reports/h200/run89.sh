@@ -9,7 +9,9 @@
 #        3. probe 89's smoke test (gate_residual_modulate_fp8_cute, bitwise at every layout and special case)
 #        4. probe 89's timing
 #        5. the judged search of gate_residual_modulate_fp8_cute's heuristic, if probe 89 found it bitwise
-STEP=${1:?usage: run89.sh a|p}
+#      t (instead of p, where device time is short): steps 1 and 4 only (each probe checks its variants bitwise at
+#        every bucket before timing them)
+STEP=${1:?usage: run89.sh a|p|t}
 . reports/h200/lib.sh
 if [ "$STEP" = a ]; then
   stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
@@ -24,6 +26,11 @@ keep() { cp "$R"/*.json "$R"/*.log "$R/commands.txt" "$OUT/" 2>/dev/null
   tar -czf "$OUT/run89.tgz" -C /tmp run89 -C "$PWD" verified_kernels; }
 echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.txt"
 run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; keep
+if [ "$STEP" = t ]; then
+  echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
+  run probe89 120 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; keep
+  exit 0
+fi
 judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; keep
 echo "python3 reports/h200/probe89.py probe89_smoke.json --smoke" >> "$R/commands.txt"
 run smoke89 120 python3 reports/h200/probe89.py "$R/probe89_smoke.json" --smoke; keep
