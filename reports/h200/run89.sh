@@ -28,7 +28,8 @@ echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.
 run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; keep
 if [ "$STEP" = t ]; then
   echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
-  run probe89 120 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; keep
+  run probe89 120 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"
+  rm -f "$OUT"/*; tar -czf "$OUT/run89t.tgz" -C /tmp run89   # one file: the tool brings back eight at most
   exit 0
 fi
 judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; keep
