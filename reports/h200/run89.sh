@@ -5,10 +5,13 @@
 #   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]:   RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run89.sh p
 #      p, in order (the call's 600 s may end it; each step's files go to $OUT as it ends):
 #        1. probe 88's timing (modulate_fp8_cute against the bf16 modulate kernel; REPS, default 10)
-#        2. the judged search of modulate_fp8_cute's heuristic (--first, a sweep's config; --reps JREPS, default 20)
+#        2. the judged search of modulate_fp8_cute's heuristic (--first, a sweep's config; --reps JREPS, default 40)
 #        3. probe 89's smoke test (gate_residual_modulate_fp8_cute, bitwise at every layout and special case)
 #        4. probe 89's timing
-#        5. the judged search of gate_residual_modulate_fp8_cute's heuristic, if probe 89 found it bitwise
+#        5. the judged search of gate_residual_modulate_fp8_cute at 256 threads (run 89 h's fastest at stage1 and
+#           per_rank), if probe 89 found it bitwise
+#      (run 89 h ran p with the residual's judge at its heuristic, 128 threads, and JREPS 20; since then both
+#       judges default to 40 repetitions: run 89 h's A/A bands at 20 were 0.13-0.58)
 #      t (instead of p, where device time is short): steps 1 and 4 only (each probe checks its variants bitwise at
 #        every bucket before timing them)
 STEP=${1:?usage: run89.sh a|p|t}
@@ -32,11 +35,12 @@ if [ "$STEP" = t ]; then
   rm -f "$OUT"/*; tar -czf "$OUT/run89t.tgz" -C /tmp run89   # one file: the tool brings back eight at most
   exit 0
 fi
-judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; keep
+JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; keep
 echo "python3 reports/h200/probe89.py probe89_smoke.json --smoke" >> "$R/commands.txt"
 run smoke89 120 python3 reports/h200/probe89.py "$R/probe89_smoke.json" --smoke; keep
 echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
 run probe89 120 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; keep
 if python3 -c "import json,sys; sys.exit(0 if all(r['ok'] for r in json.load(open('$R/probe89_smoke.json'))['rows']) else 1)"; then
-  judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=128,CHUNKS=8 240; keep
+  JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 240
+  keep
 fi
