@@ -14,7 +14,10 @@
 #       judges default to 40 repetitions: run 89 h's A/A bands at 20 were 0.13-0.58)
 #      t (instead of p, where device time is short): steps 1 and 4 only (each probe checks its variants bitwise at
 #        every bucket before timing them)
-STEP=${1:?usage: run89.sh a|p|t}
+#      d (instead of p): the judge's full-bucket question (run 89 h: modulate_fp8_cute 360 us at full in the judge,
+#        236 us in probe 88's loop): step 1, then its judge again without the producer sandbox
+#        (--unsafe-no-sandbox: the producer still a separate process)
+STEP=${1:?usage: run89.sh a|p|t|d}
 . reports/h200/lib.sh
 if [ "$STEP" = a ]; then
   stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
@@ -29,6 +32,15 @@ keep() { cp "$R"/*.json "$R"/*.log "$R/commands.txt" "$OUT/" 2>/dev/null
   tar -czf "$OUT/run89.tgz" -C /tmp run89 -C "$PWD" verified_kernels; }
 echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.txt"
 run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; keep
+if [ "$STEP" = d ]; then
+  echo "python3 -m rsi search --op-group modulate_fp8 --template modulate_fp8_cute --first THREADS=128,CHUNKS=8" \
+    "--reps 40 --gpu $T --seed 0 --budget 1,3m --unsafe-no-sandbox" >> "$R/commands.txt"
+  run search_nosandbox 240 python3 -m rsi search --op-group modulate_fp8 --template modulate_fp8_cute \
+    --first THREADS=128,CHUNKS=8 --reps 40 --gpu "$T" --seed 0 --budget 1,3m --unsafe-no-sandbox \
+    --summary-out "$R/search_nosandbox.json"
+  rm -f "$OUT"/*; tar -czf "$OUT/run89d.tgz" -C /tmp run89
+  exit 0
+fi
 if [ "$STEP" = t ]; then
   echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
   run probe89 120 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"
