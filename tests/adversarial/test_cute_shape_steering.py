@@ -42,3 +42,37 @@ def test_shape_steering_rejected(body, helper, why):
     r = check_source(_inject(body, helper))
     assert not r.ok, f"accepted: {body.strip()}"
     assert why in r.reason, r.reason
+
+
+# ---- the thirty-first session's run-time numbers (a cutlass-dtype parameter is not metadata, docs/cute.md): an
+# adversary pass on modulate_fp8_cute tried to hand a shape to such a parameter, or to re-bind one with a shape.
+# All refused; what is accepted by design (as for Triton's kernel arguments) is the host passing a size, scaled or
+# halved, and a body comparing it at run time (tests/unit/test_static_cute.py).
+MOD = template_source("modulate_fp8_cute")
+MOD_RSTD = "    rstd = 1.0 / cute.math.sqrt(ss / n_cols + EPS)\n"
+MOD_GX = "    gx = cute.zipped_divide(x, (1, VEC))"
+MOD_CALL = "_modulate_fp8_kernel(gx, gw, gsh, gsc, idx, gq, qscale, n_cols, THREADS, CHUNKS, VEC)"
+
+
+def _mod(old: str, new: str) -> str:
+    assert MOD.count(old) == 1, old
+    return MOD.replace(old, new)
+
+
+@pytest.mark.parametrize("src, why", [
+    # by keyword, through a local, or mixed with the run-time number
+    (_mod(MOD_CALL, "_modulate_fp8_kernel(gx, gw, gsh, gsc, idx, gq, qscale, THREADS=THREADS, CHUNKS=CHUNKS, "
+                    "VEC=VEC, n_cols=cutlass.Float32(x.shape[1]))"), "shed their taint"),
+    (_mod(MOD_GX, "    hh = cutlass.Float32(cute.size(x, mode=[1]))\n" + MOD_GX).replace(
+        MOD_CALL, MOD_CALL.replace("qscale, n_cols,", "qscale, hh,")), "shed their taint"),
+    (_mod(MOD_CALL, MOD_CALL.replace("qscale, n_cols,", "qscale, n_cols + cutlass.Float32(x.shape[1]) * 0.0,")),
+     "shed their taint"),
+    # the parameter re-bound to a shape: in the jit (then passed on) and in the kernel (then compared, by the amax)
+    (_mod(MOD_GX, "    n_cols = cutlass.Float32(x.shape[1])\n" + MOD_GX), "shed their taint"),
+    (_mod(MOD_RSTD, "    n_cols = cutlass.Float32(n_vec * VEC)\n" + MOD_RSTD), "special-casing shapes"),
+    (_mod(MOD_RSTD, "    if tidx < 0:\n        n_cols = cutlass.Float32(n_vec)\n" + MOD_RSTD), "special-casing shapes"),
+    (_mod(MOD_RSTD, "    n_cols, q_ = cutlass.Float32(n_vec), 1\n" + MOD_RSTD), "special-casing shapes"),
+])
+def test_run_time_number_launders_rejected(src, why):
+    r = check_source(src)
+    assert not r.ok and why in r.reason, r.reason
