@@ -100,6 +100,30 @@ def _row_scale(ab: cute.Tensor, am: cute.Tensor, sc: cute.Tensor, THREADS: cutla
     sc[3] = -1.0 / sc[2]
 
 
+@cute.jit
+def _put_bytes(xs: cute.Tensor, gq: cute.Tensor, sc: cute.Tensor, row: cutlass.Int32, n_vec,
+               THREADS: cutlass.Constexpr, CHUNKS: cutlass.Constexpr, VEC: cutlass.Constexpr,
+               LIFTED: cutlass.Constexpr):
+    """The row's e4m3 bytes from h (xs) and sc = (scale, nk, sk, nr) (_row_scale), vector by vector. LIFTED (a scale
+    below 2^-64): nhk = h nk, q0 = nhk nr, q = fma(fma(q0, sk, nhk), nr, q0); else nk = -1 folded into the products
+    (also a NaN scale: every quotient NaN, byte 0x7F): q0 = h r, q = fma(-fma(q0, s, -h), r, q0) with r = -nr."""
+    tidx, _, _ = cute.arch.thread_idx()
+    q = cute.make_rmem_tensor((VEC,), cutlass.Float32)
+    r = -sc[3]
+    for c in cutlass.range_constexpr(CHUNKS):
+        if c * THREADS + tidx < n_vec:
+            hf = xs[(None, c)].load().to(cutlass.Float32)
+            for j in cutlass.range_constexpr(VEC):
+                if cutlass.const_expr(LIFTED):
+                    nhk = hf[j] * sc[1]
+                    q0 = nhk * sc[3]
+                    q[j] = cute.math.fma(cute.math.fma(q0, sc[2], nhk), sc[3], q0)
+                else:
+                    q0 = hf[j] * r
+                    q[j] = cute.math.fma(-cute.math.fma(q0, sc[0], -hf[j]), r, q0)
+            gq[(None, (row, c * THREADS + tidx))].store(q.load().to(cutlass.Float8E4M3FN))
+
+
 @cute.kernel
 def _residual_fp8_kernel(gres: cute.Tensor, ggate: cute.Tensor, gbr: cute.Tensor, gw: cute.Tensor, gsh: cute.Tensor,
                          gsc: cute.Tensor, idx: cute.Tensor, gr: cute.Tensor, gq: cute.Tensor, qscale: cute.Tensor,
@@ -153,25 +177,10 @@ def _residual_fp8_kernel(gres: cute.Tensor, ggate: cute.Tensor, gbr: cute.Tensor
     ab[0] = ab[0] >> 1
     sc = cute.make_rmem_tensor((4,), cutlass.Float32)
     _row_scale(ab, am, sc, THREADS)
-    q = cute.make_rmem_tensor((VEC,), cutlass.Float32)
-    if sc[0] < TINY_SCALE:   # the lifted quotient: nhk = h nk, q0 = nhk nr, q = fma(fma(q0, sk, nhk), nr, q0)
-        for c in cutlass.range_constexpr(CHUNKS):
-            if c * THREADS + tidx < n_vec:
-                hf = xs[(None, c)].load().to(cutlass.Float32)
-                for j in cutlass.range_constexpr(VEC):
-                    nhk = hf[j] * sc[1]
-                    q0 = nhk * sc[3]
-                    q[j] = cute.math.fma(cute.math.fma(q0, sc[2], nhk), sc[3], q0)
-                gq[(None, (row, c * THREADS + tidx))].store(q.load().to(cutlass.Float8E4M3FN))
-    else:   # nk = -1 (also a NaN scale: every quotient NaN, byte 0x7F): q0 = h r, q = fma(-fma(q0, s, -h), r, q0)
-        r = -sc[3]
-        for c in cutlass.range_constexpr(CHUNKS):
-            if c * THREADS + tidx < n_vec:
-                hf = xs[(None, c)].load().to(cutlass.Float32)
-                for j in cutlass.range_constexpr(VEC):
-                    q0 = hf[j] * r
-                    q[j] = cute.math.fma(-cute.math.fma(q0, sc[0], -hf[j]), r, q0)
-                gq[(None, (row, c * THREADS + tidx))].store(q.load().to(cutlass.Float8E4M3FN))
+    if sc[0] < TINY_SCALE:   # a row branch: the lifted quotient, or nk = -1 folded into the products
+        _put_bytes(xs, gq, sc, row, n_vec, THREADS, CHUNKS, VEC, True)
+    else:
+        _put_bytes(xs, gq, sc, row, n_vec, THREADS, CHUNKS, VEC, False)
     if tidx == 0:
         qscale[row] = sc[0]
 
