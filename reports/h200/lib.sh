@@ -5,6 +5,8 @@
 #   install_whl DIR...   the carried wheels of each DIR into /tmp/site (no index: the machine has no registry)
 #   stash_cute_part1     call 1 of a CuTe carry: keep .cute/part1 on the machine for call 2 (30 s idle between)
 #   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
+#   cute_run STEP NAME   a CuTe run's two calls (run 90 on; runs 76-89 repeat its lines): STEP a stashes .cute/part1
+#                        and installs .whl, then exits; any other step sets up run NAME with the CuTe DSL, bwrap, $T
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 #   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
@@ -40,6 +42,16 @@ install_cute() {
     cat /root/cute/cu13.part_* | xz -d | tar -x -C /tmp/site || return 1
   python3 -c "import cuda.bindings.driver" 2>/dev/null || { echo "installing .cute/extra (cuda-bindings missing)";
     install_whl .cute/extra; }
+}
+
+cute_run() {  # step, run name (see the header)
+  if [ "$1" = a ]; then
+    stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
+  fi
+  setup_run "$2"
+  python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
+  export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
+  detect_target
 }
 
 run() {  # name, cap (s), command...

@@ -14,13 +14,7 @@
 #         2. the judged search of modulate_fp8_cute's heuristic (--first; JREPS, default 40)
 STEP=${1:?usage: run90.sh a|b|n}
 . reports/h200/lib.sh
-if [ "$STEP" = a ]; then
-  stash_cute_part1 && install_whl .whl && echo "part1 ok"; exit $?
-fi
-setup_run run90
-python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
-export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
-detect_target
+cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
 if [ "$STEP" = b ]; then
   echo "python3 reports/h200/probe90.py probe90.json ${REPS:-20}" >> "$R/commands.txt"
