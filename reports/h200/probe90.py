@@ -148,7 +148,7 @@ def main():
     os.makedirs(scratch_root, exist_ok=True)
     lock = locked_kernel(".", "h200", OP)
     cute = Candidate(op=OP, source=template_source("modulate_fp8_cute"), config=CUTE)
-    clients = {"remote_cute": spawn(cute, False, scratch_root), "remote_tri": spawn(lock.candidate(), False,
+    clients = {"remote_cute": spawn(cute, False, scratch_root), "remote_tri": spawn(lock.candidate, False,
                                                                                       scratch_root)}
     if os.environ.get("RSI_BWRAP") and not ncu:
         try:
