@@ -12,7 +12,11 @@
 #      n: 1. probe 90 under Nsight Compute (--ncu: 4 repetitions; every modulate kernel's duration and DRAM bytes,
 #            per process, each launch replayed alone with the caches flushed)
 #         2. the judged search of modulate_fp8_cute's heuristic (--first; JREPS, default 40)
-STEP=${1:?usage: run90.sh a|b|n}
+#   h (instead of b, on an H200): probes 88 and 89's timings, then the judged search of swiglu_fp8's one-piece PART
+#      config at JREPS (default 40) repetitions: probe 79 timed it at 1.013x / 1.004x / 1.033x the bf16 swiglu kernel
+#      on the H200; run 79's judge at 20 repetitions accepted it at 1.27x / 1.07x / 1.19x the lock but inside the
+#      A/A band (0.215 at stage1). swiglu_fp8's judge does not fit an H100 (its huge shape, run 73).
+STEP=${1:?usage: run90.sh a|b|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
@@ -23,6 +27,17 @@ if [ "$STEP" = b ]; then
   run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; pack
   echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
   run probe89 150 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; pack
+  exit 0
+fi
+if [ "$STEP" = h ]; then
+  echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.txt"
+  run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; pack
+  echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
+  run probe89 150 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; pack
+  JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
+    )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
+  [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
+  pack
   exit 0
 fi
 if [ "$STEP" = n ]; then
