@@ -8,6 +8,9 @@ order, GPU spin and L2 flush before every call, the judge's own timed_call every
 - remote_cute / remote_tri: a producer process (rsi.harness.producer, no sandbox) on inputs and arenas shared by
   CUDA IPC, exactly as the judge's RemoteEntry drives it (outputs not checked here);
 - jail_cute: the same in the sandbox (bwrap), where RSI_BWRAP names one.
+Two loops a bucket: quiet (the entries above) and judge_like (with the judge's eager reference and same-bytes copy
+beside them: run 89 h's judge ran the eager reference, 13.4 ms a call at full, in its loop; probe 88 did not); each
+call's time is kept with the entry that ran before it (after_eager_us).
 Also each local kernel's host time per call (launch returns, GPU kept busy by a long spin: nothing waits).
 --ncu: two buckets, 4 repetitions (run it under ncu --target-processes all for kernel durations per process).
 Usage: python reports/h200/probe90.py OUT.json [REPS] [--ncu]"""
@@ -75,6 +78,24 @@ class ArenaEntry:
         return r
 
 
+class Logged:
+    """An entry whose timed calls are appended to ``log`` as (name, us) in the order they ran."""
+
+    def __init__(self, ent, log):
+        self.ent, self.log, self.name = ent, log, ent.name
+
+    def warm(self, i):
+        self.ent.warm(i)
+
+    def timed(self, i):
+        us = self.ent.timed(i)
+        self.log.append((self.name, us))
+        return us
+
+    def synced(self, i):
+        return self.ent.synced(i)
+
+
 def host_us(fn, args, n=50):
     """Median host time of one call that returns without waiting (the GPU is held by a long spin meanwhile)."""
     fn(*args)
@@ -123,19 +144,32 @@ def bucket(g, shape, reps, clients, mem, flush, ids):
     for e in entries[:2]:
         e.fn(*private[0])
     torch.cuda.synchronize()
-    samples = T.interleave(entries, len(private), warmup=3, reps=reps, sync_reps=3, seed=1)
+    row = {"bucket": shape.name, "dims": shape.dims}
+    # quiet: the entries above only (probe 88's setting); judge_like: with the judge's eager reference and same-bytes
+    # copy in the loop (run 89 h's judge at full: eager 13.4 ms a call), each call's time kept with its predecessor
+    extra = [T.LocalEntry("eager", g.reference, private, flush),
+             T.LocalEntry("copy", T.same_bytes_copy(g.bytes_moved(shape), "cuda"), private, flush)]
+    for loop, ents in (("quiet", entries), ("judge_like", entries + extra)):
+        log = []
+        samples = T.interleave([Logged(e, log) for e in ents], len(private), warmup=3, reps=reps, sync_reps=3,
+                               seed=1)
+        base = samples["local_tri"].times_us
+        after = {e.name: [us for k, (n, us) in enumerate(log) if k and n == e.name and log[k - 1][0] == "eager"]
+                 for e in ents}
+        row[loop] = {"p50_us": {n: x.summary()["p50_us"] for n, x in samples.items()},
+                     "p20_us": {n: x.summary()["p20_us"] for n, x in samples.items()},
+                     "p80_us": {n: x.summary()["p80_us"] for n, x in samples.items()},
+                     "sync_p50_us": {n: x.summary()["sync_p50_us"] for n, x in samples.items()},
+                     "local_tri_over": {n: paired_ratio_ci(base, x.times_us) for n, x in samples.items()},
+                     "after_eager_us": after, "calls": log}
+        print(shape.name, loop, {n: round(p, 1) for n, p in row[loop]["p50_us"].items()}, flush=True)
+        if loop == "judge_like":
+            print("  after eager:", {n: [round(u) for u in v] for n, v in after.items() if v}, flush=True)
     for ent in remote:
         ent.release()
-    base = samples["local_tri"].times_us
-    row = {"bucket": shape.name, "dims": shape.dims,
-           "p50_us": {n: s.summary()["p50_us"] for n, s in samples.items()},
-           "p20_us": {n: s.summary()["p20_us"] for n, s in samples.items()},
-           "p80_us": {n: s.summary()["p80_us"] for n, s in samples.items()},
-           "sync_p50_us": {n: s.summary()["sync_p50_us"] for n, s in samples.items()},
-           "local_tri_over": {n: paired_ratio_ci(base, s.times_us) for n, s in samples.items()},
-           "wall_p50_us": {e.name: statistics.median(e.wall_us) for e in remote},
-           "host_us": {"local_cute": host_us(cute_fn, private[0]), "local_tri": host_us(lock_fn, private[0])}}
-    print(shape.name, {n: round(p, 1) for n, p in row["p50_us"].items()}, "host", row["host_us"], flush=True)
+    row["wall_p50_us"] = {e.name: statistics.median(e.wall_us) for e in remote}
+    row["host_us"] = {"local_cute": host_us(cute_fn, private[0]), "local_tri": host_us(lock_fn, private[0])}
+    print(shape.name, "host", row["host_us"], "wall", row["wall_p50_us"], flush=True)
     return row
 
 
