@@ -16,7 +16,8 @@
 #      config at JREPS (default 40) repetitions: probe 79 timed it at 1.013x / 1.004x / 1.033x the bf16 swiglu kernel
 #      on the H200; run 79's judge at 20 repetitions accepted it at 1.27x / 1.07x / 1.19x the lock but inside the
 #      A/A band (0.215 at stage1). swiglu_fp8's judge does not fit an H100 (its huge shape, run 73).
-STEP=${1:?usage: run90.sh a|b|h|n}
+#   d (instead of b, where device time is short): probe 90, then probe 90 under Nsight Compute (n's step 1)
+STEP=${1:?usage: run90.sh a|b|d|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
@@ -40,11 +41,20 @@ if [ "$STEP" = h ]; then
   pack
   exit 0
 fi
-if [ "$STEP" = n ]; then
+ncu_probe() {
   NCU="ncu --target-processes all --clock-control none -k regex:modulate --metrics"
   NCU="$NCU gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv"
   echo "$NCU --log-file ncu.csv python3 reports/h200/probe90.py probe90_ncu.json --ncu" >> "$R/commands.txt"
   run ncu 220 $NCU --log-file "$R/ncu.csv" python3 reports/h200/probe90.py "$R/probe90_ncu.json" --ncu; pack
+}
+if [ "$STEP" = d ]; then
+  echo "python3 reports/h200/probe90.py probe90.json ${REPS:-20}" >> "$R/commands.txt"
+  run probe90 200 python3 reports/h200/probe90.py "$R/probe90.json" "${REPS:-20}"; pack
+  ncu_probe
+  exit 0
+fi
+if [ "$STEP" = n ]; then
+  ncu_probe
   JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240
   [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
   pack
