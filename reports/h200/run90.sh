@@ -17,7 +17,10 @@
 #      on the H200; run 79's judge at 20 repetitions accepted it at 1.27x / 1.07x / 1.19x the lock but inside the
 #      A/A band (0.215 at stage1). swiglu_fp8's judge does not fit an H100 (its huge shape, run 73).
 #   d (instead of b, where device time is short): probe 90, then probe 90 under Nsight Compute (n's step 1)
-STEP=${1:?usage: run90.sh a|b|d|h|n}
+#   c (on a warm machine after d, no carry needed): probe 91, the producers and the bf16 ops each timed right after
+#      nothing, the eager reference, or an fc2-shaped GEMM, with the SM clock of each call (its spin's duration)
+#      (d's ncu pass ended at the producer: it died with signal 11 under ncu as it loaded the CuTe candidate)
+STEP=${1:?usage: run90.sh a|b|c|d|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
@@ -47,6 +50,11 @@ ncu_probe() {
   echo "$NCU --log-file ncu.csv python3 reports/h200/probe90.py probe90_ncu.json --ncu" >> "$R/commands.txt"
   run ncu 220 $NCU --log-file "$R/ncu.csv" python3 reports/h200/probe90.py "$R/probe90_ncu.json" --ncu; pack
 }
+if [ "$STEP" = c ]; then
+  echo "python3 reports/h200/probe91.py probe91.json ${REPS:-15}" >> "$R/commands.txt"
+  run probe91 300 python3 reports/h200/probe91.py "$R/probe91.json" "${REPS:-15}"; pack
+  exit 0
+fi
 if [ "$STEP" = d ]; then
   echo "python3 reports/h200/probe90.py probe90.json ${REPS:-20}" >> "$R/commands.txt"
   run probe90 200 python3 reports/h200/probe90.py "$R/probe90.json" "${REPS:-20}"; pack
