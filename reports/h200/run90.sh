@@ -8,7 +8,7 @@
 #            IPC, and in the sandboxed producer; REPS, default 20)
 #         2. probe 88's timing (modulate_fp8_cute against the bf16 modulate kernel; each variant bitwise first)
 #         3. probe 89's timing (gate_residual_modulate_fp8_cute likewise)
-#   call 3 at once (warm), no carry needed:                          RSI_COMMIT=... RSI_DIRTY=0 bash reports/h200/run90.sh n
+#   call 3 at once (warm), call 2's carry:                          RSI_COMMIT=... RSI_DIRTY=0 bash reports/h200/run90.sh n
 #      n: 1. probe 90 under Nsight Compute (--ncu: 4 repetitions; every modulate kernel's duration and DRAM bytes,
 #            per process, each launch replayed alone with the caches flushed)
 #         2. the judged search of modulate_fp8_cute's heuristic (--first; JREPS, default 40)
@@ -17,27 +17,26 @@
 #      on the H200; run 79's judge at 20 repetitions accepted it at 1.27x / 1.07x / 1.19x the lock but inside the
 #      A/A band (0.215 at stage1). swiglu_fp8's judge does not fit an H100 (its huge shape, run 73).
 #   d (instead of b, where device time is short): probe 90, then probe 90 under Nsight Compute (n's step 1)
-#   c (on a warm machine after d, no carry needed): probe 91, the producers and the bf16 ops each timed right after
+#   c (instead of b; call 2's carry): probe 91, the producers and the bf16 ops each timed right after
 #      nothing, the eager reference, or an fc2-shaped GEMM, with the SM clock of each call (its spin's duration)
 #      (d's ncu pass ended at the producer: it died with signal 11 under ncu as it loaded the CuTe candidate)
 STEP=${1:?usage: run90.sh a|b|c|d|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
+probe() {  # name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down, then packed
+  echo "python3 reports/h200/$1.py $1.json ${REPS:-$3}" >> "$R/commands.txt"
+  run "$1" "$2" python3 "reports/h200/$1.py" "$R/$1.json" "${REPS:-$3}"; pack
+}
 if [ "$STEP" = b ]; then
-  echo "python3 reports/h200/probe90.py probe90.json ${REPS:-20}" >> "$R/commands.txt"
-  run probe90 200 python3 reports/h200/probe90.py "$R/probe90.json" "${REPS:-20}"; pack
-  echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.txt"
-  run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; pack
-  echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
-  run probe89 150 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; pack
+  probe probe90 200 20
+  probe probe88 150 10
+  probe probe89 150 10
   exit 0
 fi
 if [ "$STEP" = h ]; then
-  echo "python3 reports/h200/probe88.py probe88.json ${REPS:-10}" >> "$R/commands.txt"
-  run probe88 150 python3 reports/h200/probe88.py "$R/probe88.json" "${REPS:-10}"; pack
-  echo "python3 reports/h200/probe89.py probe89.json ${REPS:-10}" >> "$R/commands.txt"
-  run probe89 150 python3 reports/h200/probe89.py "$R/probe89.json" "${REPS:-10}"; pack
+  probe probe88 150 10
+  probe probe89 150 10
   JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
     )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
   [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null
@@ -51,13 +50,11 @@ ncu_probe() {
   run ncu 220 $NCU --log-file "$R/ncu.csv" python3 reports/h200/probe90.py "$R/probe90_ncu.json" --ncu; pack
 }
 if [ "$STEP" = c ]; then
-  echo "python3 reports/h200/probe91.py probe91.json ${REPS:-15}" >> "$R/commands.txt"
-  run probe91 300 python3 reports/h200/probe91.py "$R/probe91.json" "${REPS:-15}"; pack
+  probe probe91 300 15
   exit 0
 fi
 if [ "$STEP" = d ]; then
-  echo "python3 reports/h200/probe90.py probe90.json ${REPS:-20}" >> "$R/commands.txt"
-  run probe90 200 python3 reports/h200/probe90.py "$R/probe90.json" "${REPS:-20}"; pack
+  probe probe90 200 20
   ncu_probe
   exit 0
 fi
