@@ -1,0 +1,95 @@
+"""Probe 92 (thirty-second session; written, not run: the session's device time ran out): does host time enter the
+CuTe producers' event intervals? Probe 91 found their times scattered with only the timing's spin and flush queued
+ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each call here is probe 91's quiet call
+(GPU spin of SPIN cycles, L2 flush, events around the kernel) with two more readings:
+- ``caught_up``: an event recorded after the flush, queried when the launch returns: True means the GPU had finished
+  everything queued ahead of the start event before the host returned from the launch, so host time may be inside
+  the interval; False means it cannot be;
+- ``host_us``: the host's time in the launch (perf_counter around it).
+SPIN is the judge's 500k cycles (~0.25 ms) or 4M (~2 ms). Kernels as probe 91 (its ``kernels``), stage1 and full,
+shuffled order per repetition. If the reading of run 90 c holds, the CuTe calls with caught_up True are the slow
+ones and at 4M cycles none is caught up and none is slow.
+Usage: python reports/h200/probe92.py OUT.json [REPS]"""
+import json
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, "reports/h200")
+from probe91 import kernels  # noqa: E402
+
+from rsi.harness import timing as T  # noqa: E402
+from rsi.refs import get_op_group  # noqa: E402
+
+SPINS = (T.QUEUE_CYCLES, 4_000_000)
+
+
+def call(fn, args, spin, flush):
+    """(event us, caught_up, host us) of one call."""
+    torch.cuda._sleep(spin)
+    flush()
+    lead = torch.cuda.Event()
+    lead.record()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    t0 = time.perf_counter()
+    fn(*args)
+    host = (time.perf_counter() - t0) * 1e6
+    caught_up = lead.query()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3, caught_up, host
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def bucket(shape_name, reps, ks, flush):
+    ops = {op for op, _ in ks.values()}
+    inputs = {}
+    for op in ops:
+        g = get_op_group(op)
+        shape = next(s for s in g.shapes if s.name == shape_name)
+        inputs[op] = [g.make_inputs(shape, 100 + i, "cuda") for i in range(2)]
+    for op, fn in ks.values():
+        for _ in range(3):
+            fn(*inputs[op][0])
+    torch.cuda.synchronize()
+    calls = {(n, spin): [] for n in ks for spin in SPINS}
+    rng = random.Random(0)
+    for r in range(reps):
+        order = [(n, spin) for n in ks for spin in SPINS]
+        rng.shuffle(order)
+        for n, spin in order:
+            op, fn = ks[n]
+            calls[(n, spin)].append(call(fn, inputs[op][r % 2], spin, flush))
+    row = {"bucket": shape_name, "kernels": {}}
+    for (n, spin), cs in calls.items():
+        row["kernels"].setdefault(n, {})[str(spin)] = {
+            "p50_us": med([c[0] for c in cs]), "caught_up": sum(c[1] for c in cs), "n": len(cs),
+            "p50_us_caught_up": med([c[0] for c in cs if c[1]]), "p50_us_ahead": med([c[0] for c in cs if not c[1]]),
+            "host_p50_us": med([c[2] for c in cs]), "host_max_us": max(c[2] for c in cs), "calls": cs}
+        d = row["kernels"][n][str(spin)]
+        print(shape_name, n, spin, "p50", round(d["p50_us"], 1), "caught up", d["caught_up"], "of", d["n"],
+              "host p50/max", round(d["host_p50_us"]), round(d["host_max_us"]), flush=True)
+    return row
+
+
+def main():
+    out_path = sys.argv[1]
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 15
+    ks, flush = kernels(), T.Flusher("cuda")
+    res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "reps": reps,
+           "spins": SPINS, "rows": []}
+    for name in ("stage1", "full"):
+        res["rows"].append(bucket(name, reps, ks, flush))
+        with open(out_path, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
