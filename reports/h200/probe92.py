@@ -19,10 +19,10 @@ import time
 import torch
 
 sys.path.insert(0, "reports/h200")
-from probe91 import kernels  # noqa: E402
+from probe91 import kernels
 
-from rsi.harness import timing as T  # noqa: E402
-from rsi.refs import get_op_group  # noqa: E402
+from rsi.harness import timing as T
+from rsi.refs import get_op_group
 
 SPINS = (T.QUEUE_CYCLES, 4_000_000)
 

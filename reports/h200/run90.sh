@@ -20,7 +20,10 @@
 #   c (instead of b; call 2's carry): probe 91, the producers and the bf16 ops each timed right after
 #      nothing, the eager reference, or an fc2-shaped GEMM, with the SM clock of each call (its spin's duration)
 #      (d's ncu pass ended at the producer: it died with signal 11 under ncu as it loaded the CuTe candidate)
-STEP=${1:?usage: run90.sh a|b|c|d|h|n}
+#   e (instead of b; call 2's carry; written, not run in the thirty-second session): probe 92, whether host time
+#      enters the CuTe producers' event intervals (an event after the flush queried when the launch returns; the
+#      judge's spin and an 8x longer one)
+STEP=${1:?usage: run90.sh a|b|c|d|e|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
@@ -51,6 +54,10 @@ ncu_probe() {
 }
 if [ "$STEP" = c ]; then
   probe probe91 300 15
+  exit 0
+fi
+if [ "$STEP" = e ]; then
+  probe probe92 240 15
   exit 0
 fi
 if [ "$STEP" = d ]; then
