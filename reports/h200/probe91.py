@@ -111,16 +111,22 @@ def bucket(shape_name, reps, ks, flush):
     return row
 
 
-def main():
+def run(note, bucket_fn, extra):
+    """OUT.json [REPS] from argv: ``bucket_fn(name, reps, kernels(), flush)`` at stage1 and full, written after each
+    (probe 92 runs its own buckets through this)."""
     out_path = sys.argv[1]
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 15
     ks, flush = kernels(), T.Flusher("cuda")
-    res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "reps": reps,
-           "cute": {op: c for op, (_, c) in CUTE.items()}, "rows": []}
+    res = {"note": note, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "reps": reps, **extra,
+           "rows": []}
     for name in ("stage1", "full"):
-        res["rows"].append(bucket(name, reps, ks, flush))
+        res["rows"].append(bucket_fn(name, reps, ks, flush))
         with open(out_path, "w") as f:
             json.dump(res, f, indent=1)
+
+
+def main():
+    run(__doc__, bucket, {"cute": {op: c for op, (_, c) in CUTE.items()}})
 
 
 if __name__ == "__main__":

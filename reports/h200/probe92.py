@@ -6,11 +6,10 @@ ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each ca
   everything queued ahead of the start event before the host returned from the launch, so host time may be inside
   the interval; False means it cannot be;
 - ``host_us``: the host's time in the launch (perf_counter around it).
-SPIN is the judge's 500k cycles (~0.25 ms) or 4M (~2 ms). Kernels as probe 91 (its ``kernels``), stage1 and full,
+SPIN is the judge's 500k cycles (~0.25 ms) or 4M (~2 ms). Kernels as probe 91 (its ``kernels``, through its ``run``), stage1 and full,
 shuffled order per repetition. If the reading of run 90 c holds, the CuTe calls with caught_up True are the slow
 ones and at 4M cycles none is caught up and none is slow.
 Usage: python reports/h200/probe92.py OUT.json [REPS]"""
-import json
 import random
 import statistics
 import sys
@@ -19,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, "reports/h200")
-from probe91 import kernels
+from probe91 import run
 
 from rsi.harness import timing as T
 from rsi.refs import get_op_group
@@ -80,16 +79,7 @@ def bucket(shape_name, reps, ks, flush):
 
 
 def main():
-    out_path = sys.argv[1]
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 15
-    ks, flush = kernels(), T.Flusher("cuda")
-    res = {"note": __doc__, "torch": torch.__version__, "device": torch.cuda.get_device_name(), "reps": reps,
-           "spins": SPINS, "rows": []}
-    for name in ("stage1", "full"):
-        res["rows"].append(bucket(name, reps, ks, flush))
-        with open(out_path, "w") as f:
-            json.dump(res, f, indent=1)
-
+    run(__doc__, bucket, {"spins": SPINS})
 
 if __name__ == "__main__":
     main()
