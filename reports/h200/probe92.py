@@ -7,8 +7,8 @@ ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each ca
   the interval; False means it cannot be;
 - ``host_us``: the host's time in the launch (perf_counter around it).
 SPIN is the judge's 500k cycles (~0.25 ms) or 4M (~2 ms). Kernels as probe 91 (its ``kernels``, through its
-``run``), stage1 and full, shuffled order per repetition. If the reading of run 90 c holds, the CuTe calls with caught_up True are the slow
-ones and at 4M cycles none is caught up and none is slow.
+``run``), stage1 and full, shuffled order per repetition. If the reading of run 90 c holds, the CuTe calls with
+caught_up True are the slow ones and at 4M cycles none is caught up and none is slow.
 Usage: python reports/h200/probe92.py OUT.json [REPS]"""
 import random
 import statistics
