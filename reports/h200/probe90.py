@@ -67,9 +67,9 @@ class ArenaEntry:
 
     def timed(self, i):
         self._next()
-        us, _ = T.timed_call(self.fn, self.sets[i], self.flush)
+        us, _, late = T.timed_call(self.fn, self.sets[i], self.flush)
         K.set_allocator(None, None)
-        return us
+        return us, late
 
     def synced(self, i):
         self._next()
@@ -88,9 +88,9 @@ class Logged:
         self.ent.warm(i)
 
     def timed(self, i):
-        us = self.ent.timed(i)
+        us, late = self.ent.timed(i)
         self.log.append((self.name, us))
-        return us
+        return us, late
 
     def synced(self, i):
         return self.ent.synced(i)

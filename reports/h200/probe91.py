@@ -7,7 +7,7 @@ one of:
 - eager: modulate_fp8's eager reference at the bucket (the judge's neighbour);
 - gemm: a bf16 matrix product of fc2's shape at the bucket's rows ([R, 14336] x [14336, 5376]: what runs before
   the next block's modulate in an H3 block).
-then a GPU spin of QUEUE_CYCLES cycles between two events (its duration gives the SM clock: cycles / us = MHz), the
+then a GPU spin of SPIN cycles between two events (its duration gives the SM clock: cycles / us = MHz), the
 L2 flush, and the events around the kernel. Each kernel's outputs are checked bitwise against its op's reference
 first (the first input set). Kernels: the h200 lock's bf16 modulate and gate_residual_modulate, the
 lock's modulate_fp8 and gate_residual_modulate_fp8 (Triton), and the CuTe producers (128 x 8 and 256 x 4), each in
@@ -27,6 +27,8 @@ from rsi.refs import get_op_group
 from rsi.search.stats import paired_ratio_ci
 from rsi.templates import gate_residual_modulate_fp8_cute, modulate_fp8_cute
 from rsi.verified import locked_kernel
+
+SPIN = 500_000  # the judge's QUEUE_CYCLES when run 90 c ran (4M since the thirty-third session)
 
 FFN, HIDDEN = 14336, 5376
 PAIRS = {"modulate_fp8": "modulate", "gate_residual_modulate_fp8": "gate_residual_modulate"}
@@ -51,7 +53,7 @@ def timed(fn, args, pre, flush):
         pre()
     e0, e1, s, e = (torch.cuda.Event(enable_timing=True) for _ in range(4))
     e0.record()
-    torch.cuda._sleep(T.QUEUE_CYCLES)
+    torch.cuda._sleep(SPIN)
     e1.record()
     flush()
     s.record()
@@ -95,7 +97,7 @@ def bucket(shape_name, reps, ks, flush):
                 op, fn = ks[n]
                 us, spin = timed(fn, inputs[op][r % 2], pres[c], flush)
                 res[c][n].append(us)
-                mhz[c].append(T.QUEUE_CYCLES / spin)
+                mhz[c].append(SPIN / spin)
     row = {"bucket": shape_name, "rows": rows, "bitwise": bitwise, "conditions": {}}
     print(shape_name, "bitwise", bitwise, flush=True)
     for c in pres:

@@ -293,7 +293,7 @@ class RemoteEntry:
         aid, _, _ = self.arenas.next(keep_fill=False)
         self.client.request(P.WARM, {"inputs": self.ids[set_index], "arena": aid, "n": 1})
 
-    def timed(self, set_index: int) -> float:
+    def timed(self, set_index: int) -> tuple[float, bool]:
         aid, buf, fill = self.arenas.next(keep_fill=self.refs is not None)
         t0 = time.perf_counter()
         reply = self.client.request(P.TIME, {"inputs": self.ids[set_index], "arena": aid}, expect=P.TIMED)
@@ -318,7 +318,7 @@ class RemoteEntry:
                 if not ok:
                     raise StageError("timing", f"a timed call's output {i} is wrong ({why}): the kernel behaves "
                                                f"differently when timed")
-        return reply.event_us
+        return reply.event_us, reply.late
 
     def _oracle(self, set_index: int) -> tuple[tuple, tuple]:
         """(fp64 oracles, term scales) of one input set, computed once."""
@@ -348,7 +348,7 @@ class AliasEntry:
     def warm(self, set_index: int) -> None:
         pass
 
-    def timed(self, set_index: int) -> float:
+    def timed(self, set_index: int) -> tuple[float, bool]:
         return self.t.timed(set_index)
 
     def synced(self, set_index: int) -> tuple[float, float]:

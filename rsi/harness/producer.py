@@ -162,8 +162,8 @@ class Producer:
             ev, through = timing.synced_call(self.fn, inputs, self.flush)
             return {"kind": "sync", "event_us": ev, "through_us": through}
         if mode == "time":
-            us, outs = timing.timed_call(self.fn, inputs, self.flush)
-            reply = {"kind": "timed", "event_us": us}
+            us, outs, late = timing.timed_call(self.fn, inputs, self.flush)
+            reply = {"kind": "timed", "event_us": us, "late": late}
         else:
             outs = self.fn(*inputs)
             self._sync()
@@ -242,7 +242,8 @@ def main() -> int:
         outs = tuple(P.OutputDesc(o["offset"], o["dtype"], tuple(o["shape"]), tuple(o["stride"]), o["foreign"])
                      for o in body.get("outputs", []))
         proto.write(P.Reply(nonce, cand, body["kind"], outs, float(body.get("event_us", 0.0)),
-                            float(body.get("through_us", 0.0)), body.get("stage", ""), body.get("message", "")).encode())
+                            float(body.get("through_us", 0.0)), bool(body.get("late", False)), body.get("stage", ""),
+                            body.get("message", "")).encode())
     return 0
 
 

@@ -62,6 +62,7 @@ class Reply:
     outputs: tuple[OutputDesc, ...] = ()
     event_us: float = 0.0
     through_us: float = 0.0
+    late: bool = False  # a timed call the GPU caught up on (rsi.harness.timing.timed_call)
     stage: str = ""
     message: str = ""
 
@@ -71,7 +72,7 @@ class Reply:
         return json.dumps(d, separators=(",", ":")) + "\n"
 
 
-_REPLY_FIELDS = {"nonce", "candidate", "kind", "outputs", "event_us", "through_us", "stage", "message"}
+_REPLY_FIELDS = {"nonce", "candidate", "kind", "outputs", "event_us", "through_us", "late", "stage", "message"}
 _OUT_FIELDS = {"offset", "dtype", "shape", "stride", "foreign"}
 
 
@@ -116,5 +117,7 @@ def parse_reply(line: str, nonce: str, candidate: str, expect: str) -> Reply:
     for k in ("stage", "message"):
         if not isinstance(d[k], str):
             raise ProtocolError(f"{k} is not a string")
+    if type(d["late"]) is not bool:
+        raise ProtocolError(f"late is not a boolean: {d['late']!r}")
     return Reply(d["nonce"], d["candidate"], d["kind"], tuple(outs), _num(d["event_us"], "event_us"),
-                 _num(d["through_us"], "through_us"), d["stage"][:40], d["message"][:4000])
+                 _num(d["through_us"], "through_us"), d["late"], d["stage"][:40], d["message"][:4000])

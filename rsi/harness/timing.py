@@ -28,7 +28,10 @@ from typing import Any, Protocol
 import torch
 
 METHOD = "cuda_event+l2_flush+shuffled_interleave+gpu_queued+lockstep"
-QUEUE_CYCLES = 500_000  # ~0.25 ms GPU spin before each flush (H200 SM clock ~1.98 GHz): the host stays ahead
+# GPU spin before each flush: ~2 ms at the H200's ~1.98 GHz SM clock, so that the host stays ahead. 500k cycles
+# (~0.25 ms, to the thirty-second session) did not cover a CuTe DSL launch (~120 us of host time, spikes above
+# 0.35 ms): host time entered its event intervals (H100 runs 90 h and 90 c; docs/cute.md).
+QUEUE_CYCLES = 4_000_000
 FLUSH_BYTES = 256 * 1024 * 1024  # H200 L2 is 60 MB; B200 126 MB
 
 
@@ -36,6 +39,7 @@ FLUSH_BYTES = 256 * 1024 * 1024  # H200 L2 is 60 MB; B200 126 MB
 class Samples:
     name: str
     times_us: list[float] = field(default_factory=list)      # CUDA-event time of each timed call
+    late: int = 0  # timed calls the GPU caught up on (host time may be inside their interval; see timed_call)
     wall_us: list[float] = field(default_factory=list)       # host clock around each timed call, as the loop saw it
     sync_times_us: list[float] = field(default_factory=list)  # start -> after device-wide sync (synced pass)
 
@@ -48,6 +52,7 @@ class Samples:
 
     def summary(self) -> dict[str, float]:
         return {"p20_us": self.pct(0.2), "p50_us": self.pct(0.5), "p80_us": self.pct(0.8), "n": len(self.times_us),
+                "late": self.late,
                 "sync_p50_us": statistics.median(self.sync_times_us) if self.sync_times_us else float("nan")}
 
 
@@ -60,17 +65,22 @@ class Flusher:
 
 
 def timed_call(fn: Callable[..., Any], args: Sequence[Any], flush: Callable[[], None],
-               queue_cycles: int = QUEUE_CYCLES) -> tuple[float, Any]:
-    """One timed call: GPU spin, L2 flush, events around ``fn(*args)``, synchronized. Returns (event µs, result)."""
+               queue_cycles: int = QUEUE_CYCLES) -> tuple[float, Any, bool]:
+    """One timed call: GPU spin, L2 flush, events around ``fn(*args)``, synchronized. Returns (event µs, result,
+    late). ``late``: an event recorded after the flush had completed by the time ``fn`` returned, so the GPU may have
+    waited on the host inside the interval (the spin was too short for this launch): the time is an upper bound."""
     if queue_cycles:
         torch.cuda._sleep(queue_cycles)
     flush()
+    lead = torch.cuda.Event()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    lead.record()
     s.record()
     out = fn(*args)
+    late = lead.query()
     e.record()
     e.synchronize()
-    return s.elapsed_time(e) * 1e3, out
+    return s.elapsed_time(e) * 1e3, out, late
 
 
 def synced_call(fn: Callable[..., Any], args: Sequence[Any], flush: Callable[[], None],
@@ -96,7 +106,7 @@ class Entry(Protocol):
 
     def warm(self, set_index: int) -> None: ...
 
-    def timed(self, set_index: int) -> float: ...          # event µs of one timed call
+    def timed(self, set_index: int) -> tuple[float, bool]: ...  # (event µs, late) of one timed call
 
     def synced(self, set_index: int) -> tuple[float, float]: ...
 
@@ -110,9 +120,9 @@ class LocalEntry:
     def warm(self, set_index: int) -> None:
         self.fn(*self.sets[set_index])
 
-    def timed(self, set_index: int) -> float:
-        us, _ = timed_call(self.fn, self.sets[set_index], self.flush)
-        return us
+    def timed(self, set_index: int) -> tuple[float, bool]:
+        us, _, late = timed_call(self.fn, self.sets[set_index], self.flush)
+        return us, late
 
     def synced(self, set_index: int) -> tuple[float, float]:
         return synced_call(self.fn, self.sets[set_index], self.flush)
@@ -138,9 +148,10 @@ def interleave(entries: Sequence[Entry], n_sets: int, warmup: int = 5, reps: int
         rng.shuffle(order)
         for ent in order:
             t0 = time.perf_counter()
-            us = ent.timed(r % n_sets)
+            us, late = ent.timed(r % n_sets)
             out[ent.name].wall_us.append((time.perf_counter() - t0) * 1e6)
             out[ent.name].times_us.append(us)
+            out[ent.name].late += bool(late)
     for r in range(sync_reps):
         for ent in entries:
             _, through = ent.synced(r % n_sets)

@@ -185,6 +185,7 @@ def build_record(*, cand, op_group, verdict: dict, decision: Decision, env: dict
             "shape": r["shape"], "bucket": r["bucket"], "method": r["method"], "warmup": r["warmup"],
             "iters": r["iters"], "p20_us": r["p20_us"], "p50_us": r["p50_us"], "p80_us": r["p80_us"],
             "gbps": r["gbps"], "pct_copy": r["pct_copy"], "copy_gbps": r["copy_gbps"],
+            "late": r.get("late", 0),  # timed calls with host time possibly inside (rsi.harness.timing.timed_call)
             # eager: absent where the op group does not time its reference (OpGroup.reference_timed False)
             "ref_p50_us": base.get("eager", {}).get("p50_us"), "speedup": base.get("eager", {}).get("speedup"),
             "ci95": base.get("eager", {}).get("ci95"),

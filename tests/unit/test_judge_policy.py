@@ -46,7 +46,7 @@ def test_offline_candidate_runs_without_sandbox_and_says_so(no_sandbox):
 
 def _reply(**kw) -> str:
     d = {"nonce": "n" * 32, "candidate": "c" * 64, "kind": "ok", "outputs": [], "event_us": 0.0, "through_us": 0.0,
-         "stage": "", "message": ""}
+         "late": False, "stage": "", "message": ""}
     d.update(kw)
     return json.dumps(d)
 
@@ -59,6 +59,7 @@ def _reply(**kw) -> str:
     ("not json", "not JSON"),
     (_reply(event_us=-1.0), "event_us"),
     (_reply(event_us=float("nan")), "event_us"),
+    (_reply(late=1), "late is not a boolean"),
     (_reply(outputs=[{"offset": -4, "dtype": "bfloat16", "shape": [2], "stride": [1], "foreign": ""}]), "offset"),
     (_reply(outputs=[{"offset": 0, "dtype": "object", "shape": [2], "stride": [1], "foreign": ""}]), "malformed"),
 ])
@@ -115,3 +116,32 @@ def test_shared_files_are_never_opened_through_a_planted_link(tmp_path, monkeypa
     buf, desc = mem.alloc(64, str(scratch))  # the next name is free: a plain file, shared by name
     buf.fill_(7)
     assert wire.open_storage(desc, str(scratch)).nbytes() == 64
+
+
+def test_a_late_timed_reply_round_trips():
+    r = P.Reply("n" * 32, "c" * 64, P.TIMED, (), 12.5, 0.0, True)
+    back = P.parse_reply(r.encode(), "n" * 32, "c" * 64, P.TIMED)
+    assert back.late is True and back.event_us == 12.5
+
+
+def test_the_loop_counts_late_calls_per_entry():
+    """interleave keeps each entry's late calls (host time possibly inside the interval) beside its times."""
+    from rsi.harness import timing as T
+
+    class Fake:
+        def __init__(self, name, late_every):
+            self.name, self.every, self.k = name, late_every, 0
+
+        def warm(self, i):
+            pass
+
+        def timed(self, i):
+            self.k += 1
+            return 10.0, self.every > 0 and self.k % self.every == 0
+
+        def synced(self, i):
+            return 10.0, 11.0
+
+    out = T.interleave([Fake("a", 0), Fake("b", 3)], 2, warmup=1, reps=9, sync_reps=1)
+    assert out["a"].summary()["late"] == 0
+    assert out["b"].summary()["late"] == 3 and out["b"].summary()["n"] == 9
