@@ -2,7 +2,7 @@
 
 Method (recorded with every timing as ``method``): each implementation is warmed up (absorbing JIT and autotune);
 then for every repetition the implementations run in a freshly shuffled order. Before each call the GPU is given a
-short spin (so host launch overhead cannot enter the timed region) and a buffer larger than L2 is overwritten;
+spin of about 2 ms (so host launch overhead cannot enter the timed region) and a buffer larger than L2 is overwritten;
 CUDA events bracket the call on the current stream, and the call is synchronized before the next implementation
 runs. Inputs rotate among pre-made sets (fresh random data made outside the timed region). A second, shorter pass
 follows each call with a device-wide synchronization and one more event, so that work hidden on other streams
