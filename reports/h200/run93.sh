@@ -4,14 +4,15 @@
 #   here, once: bash reports/h200/device_deps.sh && bash reports/h200/cute_carry.sh
 #   call 1, carry [".whl", ".cute/part1"]:                           bash reports/h200/run93.sh a
 #   call 2 at once, carry [".cute/part2", ".cute/extra", ".tools"]:  RSI_COMMIT=<clean HEAD> RSI_DIRTY=0 bash reports/h200/run93.sh j
-#      j: 1. probe 92 (500k and 4M spin cycles: late calls and times of the producers and the bf16 ops; REPS, 10)
+#      j: 1. probe 91 (the producers and the bf16 ops behind nothing, the eager reference, an fc2-shaped GEMM; REPS, 12)
 #         2. the judged search of modulate_fp8_cute 128 x 8 (--first; JREPS, default 40)
 #   call 3 at once (warm), call 2's carry:                          ... bash reports/h200/run93.sh g
 #      g: 1. the judged search of gate_residual_modulate_fp8_cute 256 x 4 (--first; JREPS)
 #         2. the judged search of swiglu_fp8's one-piece PART config (run 90's step h; JREPS)
-#   call 4 at once (warm), call 2's carry:                          ... bash reports/h200/run93.sh c
-#      c: probe 91 (the producers and the bf16 ops behind nothing, the eager reference, an fc2-shaped GEMM; REPS, 12)
-STEP=${1:?usage: run93.sh a|j|g|c}
+#   call 4 at once (warm), call 2's carry:                          ... bash reports/h200/run93.sh e
+#      e: probe 92 (500k and 4M spin cycles: late calls and times of the producers and the bf16 ops; REPS, 10)
+#   (between calls 2 and 3, or after 3, the same warm machine may run run76.sh c: issue 11's FP8 attention judge)
+STEP=${1:?usage: run93.sh a|j|g|e}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
 pack() { rm -f "$OUT"/*; tar -czf "$OUT/run93$STEP.tgz" -C /tmp run93 -C "$PWD" verified_kernels; }
@@ -21,13 +22,13 @@ probe() {  # name, cap (s), default repetitions: reports/h200/NAME.py NAME.json 
 }
 verdicts() { [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack; }
 case "$STEP" in
-  j) probe probe92 200 10
+  j) probe probe91 240 12
      JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
   g) JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 220
      verdicts
      JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
        )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
      verdicts ;;
-  c) probe probe91 300 12 ;;
+  e) probe probe92 200 10 ;;
   *) echo "unknown step $STEP"; exit 2 ;;
 esac
