@@ -7,6 +7,7 @@
 #   install_cute         call 2: .cute/part2 (+ .cute/extra where cuda-bindings is missing) into /tmp/site
 #   cute_run STEP NAME   a CuTe run's two calls (run 90 on; runs 76-89 repeat its lines): STEP a stashes .cute/part1
 #                        and installs .whl, then exits; any other step sets up run NAME with the CuTe DSL, bwrap, $T
+#   pack, probe NAME CAP REPS   after cute_run: the run's results into $OUT; one probe script run, then packed
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 #   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
@@ -52,6 +53,17 @@ cute_run() {  # step, run name (see the header)
   python3 -c "import cutlass.cute" 2>/dev/null || install_cute || exit 1
   export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
   detect_target
+  RUN=$2 STEP=$1
+}
+
+pack() {  # after cute_run: /tmp/RUN and verified_kernels in $OUT/RUNSTEP.tgz, the only file there
+  rm -f "$OUT"/*; tar -czf "$OUT/$RUN$STEP.tgz" -C /tmp "$RUN" -C "$PWD" verified_kernels
+}
+
+probe() {  # after cute_run: name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down,
+  # then packed
+  echo "python3 reports/h200/$1.py $1.json ${REPS:-$3}" >> "$R/commands.txt"
+  run "$1" "$2" python3 "reports/h200/$1.py" "$R/$1.json" "${REPS:-$3}"; pack
 }
 
 run() {  # name, cap (s), command...

@@ -26,11 +26,6 @@
 STEP=${1:?usage: run90.sh a|b|c|d|e|h|n}
 . reports/h200/lib.sh
 cute_run "$STEP" run90
-pack() { rm -f "$OUT"/*; tar -czf "$OUT/run90$STEP.tgz" -C /tmp run90 -C "$PWD" verified_kernels; }
-probe() {  # name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down, then packed
-  echo "python3 reports/h200/$1.py $1.json ${REPS:-$3}" >> "$R/commands.txt"
-  run "$1" "$2" python3 "reports/h200/$1.py" "$R/$1.json" "${REPS:-$3}"; pack
-}
 if [ "$STEP" = b ]; then
   probe probe90 200 20
   probe probe88 150 10

@@ -16,11 +16,6 @@
 STEP=${1:?usage: run93.sh a|j|g|e|v}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
-pack() { rm -f "$OUT"/*; tar -czf "$OUT/run93$STEP.tgz" -C /tmp run93 -C "$PWD" verified_kernels; }
-probe() {  # name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down, then packed
-  echo "python3 reports/h200/$1.py $1.json ${REPS:-$3}" >> "$R/commands.txt"
-  run "$1" "$2" python3 "reports/h200/$1.py" "$R/$1.json" "${REPS:-$3}"; pack
-}
 verdicts() { [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack; }
 case "$STEP" in
   j) probe probe91 240 12
