@@ -1,10 +1,11 @@
-"""Probe 92 (thirty-second session; written, not run: the session's device time ran out): does host time enter the
+"""Probe 92 (thirty-second session; written, not run by the thirty-third: no device time or no machine): does host time enter the
 CuTe producers' event intervals? Probe 91 found their times scattered with only the timing's spin and flush queued
 ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each call here is probe 91's quiet call
 (GPU spin of SPIN cycles, L2 flush, events around the kernel) with two more readings:
-- ``caught_up``: an event recorded after the flush, queried when the launch returns: True means the GPU had finished
-  everything queued ahead of the start event before the host returned from the launch, so host time may be inside
-  the interval; False means it cannot be;
+- ``caught_up``: the judge's ``timed_call`` late flag (since the thirty-third session; an event recorded after the
+  flush, queried when the launch returns): True means the GPU had finished everything queued ahead of the start
+  event before the host returned from the launch, so host time may be inside the interval; False means the GPU was
+  still busy ahead of the start event when the launch returned;
 - ``host_us``: the host's time in the launch (perf_counter around it).
 SPIN is the judge's 500k cycles (~0.25 ms) or 4M (~2 ms). Kernels as probe 91 (its ``kernels``, through its
 ``run``), stage1 and full, shuffled order per repetition. If the reading of run 90 c holds, the CuTe calls with
@@ -27,20 +28,18 @@ SPINS = (500_000, T.QUEUE_CYCLES)  # the judge's spin to the thirty-second sessi
 
 
 def call(fn, args, spin, flush):
-    """(event us, caught_up, host us) of one call."""
-    torch.cuda._sleep(spin)
-    flush()
-    lead = torch.cuda.Event()
-    lead.record()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    t0 = time.perf_counter()
-    fn(*args)
-    host = (time.perf_counter() - t0) * 1e6
-    caught_up = lead.query()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3, caught_up, host
+    """(event us, caught_up, host us) of one call: the judge's own timed_call, its late flag, and the host's time in
+    the launch."""
+    host = []
+
+    def launch(*a):
+        t0 = time.perf_counter()
+        out = fn(*a)
+        host.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+    us, _, late = T.timed_call(launch, args, flush, spin)
+    return us, late, host[0]
 
 
 def med(xs):
