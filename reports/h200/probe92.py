@@ -1,7 +1,7 @@
 """Probe 92 (thirty-second session; not run by the thirty-third: no device time, then no machine): does host time
-enter the CuTe producers' event intervals? Probe 91 found their times scattered with only the timing's spin and flush queued
-ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each call here is probe 91's quiet call
-(GPU spin of SPIN cycles, L2 flush, events around the kernel) with two more readings:
+enter the CuTe producers' event intervals? Probe 91 found their times scattered with only the timing's spin and
+flush queued ahead (modulate_fp8_cute at stage1: 71-245 us) and steady behind a GEMM. Each call here is probe 91's
+quiet call (GPU spin of SPIN cycles, L2 flush, events around the kernel) with two more readings:
 - ``caught_up``: the judge's ``timed_call`` late flag (since the thirty-third session; an event recorded after the
   flush, queried when the launch returns): True means the GPU had finished everything queued ahead of the start
   event before the host returned from the launch, so host time may be inside the interval; False means the GPU was
