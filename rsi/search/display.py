@@ -76,7 +76,7 @@ class SearchDisplay:
         t = Table(title=plain(f"rsi search {self.opts.op} - run {self.run_id}" + (" (PROXY)" if self.opts.proxy
                                                                                   else "")), expand=False)
         for col in ("#", "candidate", "config", "verdict", "stage", *[f"{b} us" for b in self.buckets],
-                    f"vs {self.vs_name}", "reason"):
+                    f"vs {self.vs_name}", "late", "reason"):
             t.add_column(plain(col), overflow="fold")
         for r in self.rows[-self.max_rows:]:
             t.add_row(*[c if isinstance(c, Text) else plain(c) for c in r])
@@ -106,18 +106,27 @@ class SearchDisplay:
         names = self.incumbents or ("compile",)
         comp = [r["baselines"][n]["speedup"] for r in times.values() for n in names if n in r["baselines"]]
         vs = f"{min(comp):.3f}x" if comp else "-"
+        late = _late(times.values())
         label = approximate_label(verdict.get("tolerance", {}))
         status = verdict["status"] + (" (resumed)" if resumed else "") + (f" ({label})" if label else "")
         row = (str(seq), verdict["candidate"][:10], _short(cand.config), Text(status, style=_STYLE.get(verdict["status"], "")),
-               verdict["stage"], *cells, vs, verdict["reason"][:90])
+               verdict["stage"], *cells, vs, late or "-", verdict["reason"][:90])
         self.rows.append(row)
         self.current = ""
         self._refresh(f"#{seq} {verdict['candidate'][:10]} {_short(cand.config)} {status} [{verdict['stage']}] "
-                      f"{' '.join(cells)} vs {self.vs_name} {vs} - {verdict['reason'][:120]}")
+                      f"{' '.join(cells)} vs {self.vs_name} {vs}" + (f" late {late}" if late else "")
+                      + f" - {verdict['reason'][:120]}")
 
     def note(self, text: str) -> None:
         self.notes.append(text)
         self._refresh(text)
+
+
+def _late(rows) -> str:
+    """The candidate's late timed calls over all buckets as "late/timed" (rsi.harness.timing.timed_call: the GPU had
+    caught up with the host, so host time may be inside those intervals); "" where none were timed."""
+    rows = [r for r in rows if "n" in r]
+    return f"{sum(int(r.get('late', 0)) for r in rows)}/{sum(int(r['n']) for r in rows)}" if rows else ""
 
 
 def _short(config) -> str:
@@ -141,11 +150,11 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
         else:
             t = Table()
             keys = [k for k in best["per_shape"][0] if k.startswith("vs_")]
-            for c in ("bucket", "p50 us", "% copy", *keys):
+            for c in ("bucket", "p50 us", "% copy", *keys, "late"):
                 t.add_column(plain(c))
             for r in best["per_shape"]:
                 t.add_row(plain(r["bucket"]), f"{r['p50_us']:.1f}", f"{r['pct_copy']:.1f}",
-                          *[f"{r[k]:.3f}x" for k in keys])
+                          *[f"{r[k]:.3f}x" for k in keys], _late([r]) or "-")
             console.print(t)
     for p in summary.get("promoted", []):
         echo(console, f"Promoted {p['candidate'][:12]} -> {p['record']}/record.json"

@@ -314,7 +314,8 @@ def summarize(store: Store, run_id: str, opts: SearchOptions, promoted: list[dic
         best = {"candidate": best_e["candidate"], "objective": best_e["objective"],
                 "config": store.load_candidate(best_e["candidate"]).config,
                 "per_shape": [{"bucket": r["bucket"], "p50_us": r["p50_us"], "pct_copy": r["pct_copy"],
-                               "late": r.get("late", 0), **{f"vs_{k}": v["speedup"] for k, v in r["baselines"].items()}}
+                               "late": r.get("late", 0), "n": r.get("n", 0),
+                               **{f"vs_{k}": v["speedup"] for k, v in r["baselines"].items()}}
                               for r in best_e["verdict"]["timings"]]}
     elif accepted:
         best_e = accepted[0]

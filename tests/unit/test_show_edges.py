@@ -189,3 +189,29 @@ def test_resume_reaps_a_killed_run_and_refuses_a_live_one(tmp_path):
     owner = store.conn.execute("SELECT pid FROM rsi_run_owners WHERE run_id=?", (dead,)).fetchone()
     assert owner["pid"] == os.getpid()  # the resuming process owns it now
     store.close()
+
+
+def test_late_timed_calls_are_shown_in_the_line_and_the_summary():
+    """A candidate's late timed calls (the GPU caught up with the host: rsi.harness.timing.timed_call) are shown as
+    late/timed over its buckets; a candidate without any shows none."""
+    opts = SearchOptions(op="swiglu", backend="cuda", target="h200")
+    d = SearchDisplay(opts, "run-1", ("small", "full"), quiet=False)
+    d.console = console = _console()
+    rows = [{"bucket": "small", "p50_us": 10.0, "n": 40, "late": 3, "pct_copy": 90.0, "baselines": {}},
+            {"bucket": "full", "p50_us": 90.0, "n": 40, "late": 2, "pct_copy": 95.0, "baselines": {}}]
+    cand, other = Candidate("swiglu", "a"), Candidate("swiglu", "b")
+    verdict = {"candidate": cand.hash, "status": "accepted", "stage": "accepted", "reason": "ok", "timings": rows}
+    with d:
+        d.add(0, verdict, cand)
+        d.add(1, {**verdict, "candidate": other.hash,
+                  "timings": [{**r, "late": 0} for r in rows]}, other)
+    lines = [ln for ln in console.export_text().splitlines() if ln.startswith("#")]
+    assert "late 5/80" in lines[0] and "late" not in lines[1].split(" - ")[0]
+    summary = {"run_id": "run-1", "op": "swiglu", "backend": "cuda", "target": "h200", "candidates": 1,
+               "accepted": 1, "rejected_by_stage": {}, "promoted": [],
+               "best": {"candidate": cand.hash, "config": {}, "per_shape": [
+                   {"bucket": r["bucket"], "p50_us": r["p50_us"], "pct_copy": r["pct_copy"], "late": r["late"],
+                    "n": r["n"], "vs_compile": 1.5} for r in rows]}}
+    print_summary(summary, console)
+    text = console.export_text()
+    assert "3/40" in text and "2/40" in text
