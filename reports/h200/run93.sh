@@ -13,10 +13,12 @@
 #      e: probe 92 (500k and 4M spin cycles: late calls and times of the producers and the bf16 ops; REPS, 10), then
 #         probe 94 (thirty-fourth session: K.cute_launch's default path against RSI_CUTE_FFI=1, bitwise, host time
 #         a launch, event time; REPS, 20)
+#   m, k (thirty-fourth session, where device time is short): j's judge of modulate_fp8_cute alone; g's judge of
+#      gate_residual_modulate_fp8_cute alone
 #   v (instead of j, on an H100; call 2's carry): probes 92 and 94, then j's judge of modulate_fp8_cute (the
 #      longer spin checked)
 #   (between calls 2 and 3, or after 3, the same warm machine may run run76.sh c: issue 11's FP8 attention judge)
-STEP=${1:?usage: run93.sh a|j|g|e|v}
+STEP=${1:?usage: run93.sh a|j|g|m|k|e|v}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
 verdicts() { [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack; }
@@ -27,6 +29,9 @@ case "$STEP" in
      verdicts
      JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
        )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
+     verdicts ;;
+  m) JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
+  k) JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 220
      verdicts ;;
   e) probe probe92 200 10
      probe probe94 150 20 ;;
