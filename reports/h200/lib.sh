@@ -8,6 +8,7 @@
 #   cute_run STEP NAME   a CuTe run's two calls (run 90 on; runs 76-89 repeat its lines): STEP a stashes .cute/part1
 #                        and installs .whl, then exits; any other step sets up run NAME with the CuTe DSL, bwrap, $T
 #   pack, probe NAME CAP REPS   after cute_run: the run's results into $OUT; one probe script run, then packed
+#   verdicts             after cute_run: the store's verdicts written into the run's folder, then packed
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 #   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
@@ -58,6 +59,10 @@ cute_run() {  # step, run name (see the header)
 
 pack() {  # after cute_run: /tmp/RUN and verified_kernels in $OUT/RUNSTEP.tgz, the only file there
   rm -f "$OUT"/*; tar -czf "$OUT/$RUN$STEP.tgz" -C /tmp "$RUN" -C "$PWD" verified_kernels
+}
+
+verdicts() {  # after cute_run or run 94's setup: the store's verdicts into $R/verdicts.json, then packed
+  [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack
 }
 
 probe() {  # after cute_run: name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down,

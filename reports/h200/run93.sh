@@ -21,7 +21,6 @@
 STEP=${1:?usage: run93.sh a|j|g|m|k|e|v}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
-verdicts() { [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack; }
 case "$STEP" in
   j) probe probe91 240 12
      JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
