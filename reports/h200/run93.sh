@@ -15,10 +15,11 @@
 #         a launch, event time; REPS, 20)
 #   m, k (thirty-fourth session, where device time is short): j's judge of modulate_fp8_cute alone; g's judge of
 #      gate_residual_modulate_fp8_cute alone
+#   w (thirty-fourth session, an H100 where device time is short): probe 94, then j's judge of modulate_fp8_cute
 #   v (instead of j, on an H100; call 2's carry): probes 92 and 94, then j's judge of modulate_fp8_cute (the
 #      longer spin checked)
 #   (between calls 2 and 3, or after 3, the same warm machine may run run76.sh c: issue 11's FP8 attention judge)
-STEP=${1:?usage: run93.sh a|j|g|m|k|e|v}
+STEP=${1:?usage: run93.sh a|j|g|m|k|e|v|w}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
 case "$STEP" in
@@ -34,6 +35,8 @@ case "$STEP" in
      verdicts ;;
   e) probe probe92 200 10
      probe probe94 150 20 ;;
+  w) probe probe94 150 20
+     JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
   v) probe probe92 200 10
      probe probe94 150 20
      JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
