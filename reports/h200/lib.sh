@@ -9,6 +9,7 @@
 #                        and installs .whl, then exits; any other step sets up run NAME with the CuTe DSL, bwrap, $T
 #   pack, probe NAME CAP REPS   after cute_run: the run's results into $OUT; one probe script run, then packed
 #   verdicts             after cute_run: the store's verdicts written into the run's folder, then packed
+#   judge_modulate_cute, judge_gate_cute, judge_swiglu_part   runs 93 and 94's producer judges, then verdicts
 #   run NAME CAP CMD...  CMD under a timeout of CAP seconds, its output in $R/NAME.log, the tail shown
 #   detect_target        $T: the rsi target of this GPU (h200, h100, none); nvidia-smi's line in $R/gpu.txt
 #   judge_first OP TPL FIRST CAP   the judged search of one config (--first, --reps JREPS or 20) on $T, written down
@@ -63,6 +64,21 @@ pack() {  # after cute_run: /tmp/RUN and verified_kernels in $OUT/RUNSTEP.tgz, t
 
 verdicts() {  # after cute_run or run 94's setup: the store's verdicts into $R/verdicts.json, then packed
   [ -e .rsi/rsi.db ] && python3 reports/h200/verdicts_from_db.py .rsi/rsi.db "$R/verdicts.json" 2>/dev/null; pack
+}
+
+# the producer judges of runs 93 and 94 (JREPS repetitions, default 40), each followed by verdicts: the CuTe
+# producers' configs of probes 88 and 89, and swiglu_fp8's one-piece PART config of probe 75
+judge_modulate_cute() {
+  JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts
+}
+judge_gate_cute() {
+  JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 220
+  verdicts
+}
+judge_swiglu_part() {
+  JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
+    )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
+  verdicts
 }
 
 probe() {  # after cute_run: name, cap (s), default repetitions: reports/h200/NAME.py NAME.json REPS, written down,

@@ -23,22 +23,12 @@ STEP=${1:?usage: run93.sh a|j|g|m|k|e|v|w}
 . reports/h200/lib.sh
 cute_run "$STEP" run93
 case "$STEP" in
-  j) probe probe91 240 12
-     JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
-  g) JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 220
-     verdicts
-     JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
-       )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
-     verdicts ;;
-  m) JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
-  k) JREPS=${JREPS:-40} judge_first gate_residual_modulate_fp8 gate_residual_modulate_fp8_cute THREADS=256,CHUNKS=4 220
-     verdicts ;;
-  e) probe probe92 200 10
-     probe probe94 150 20 ;;
-  w) probe probe94 150 20
-     JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
-  v) probe probe92 200 10
-     probe probe94 150 20
-     JREPS=${JREPS:-40} judge_first modulate_fp8 modulate_fp8_cute THREADS=128,CHUNKS=8 240; verdicts ;;
+  j) probe probe91 240 12; judge_modulate_cute ;;
+  g) judge_gate_cute; judge_swiglu_part ;;
+  m) judge_modulate_cute ;;
+  k) judge_gate_cute ;;
+  e) probe probe92 200 10; probe probe94 150 20 ;;
+  w) probe probe94 150 20; judge_modulate_cute ;;
+  v) probe probe92 200 10; probe probe94 150 20; judge_modulate_cute ;;
   *) echo "unknown step $STEP"; exit 2 ;;
 esac

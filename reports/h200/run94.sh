@@ -15,6 +15,4 @@ setup_run run94
 export RSI_BWRAP=$PWD/.tools/bwrap COLUMNS=160
 detect_target
 RUN=run94
-JREPS=${JREPS:-40} judge_first swiglu_fp8 swiglu_fp8 BLOCK_A=16384,BLOCK_B=0,BLOCK_C=0,ROWS=1,num_warps=32,$(
-  )EVICT=evict_first,FAST=0,SUB=16,MAXN=16,QUOT=1,TABLE=2,RELOAD=0,FLAT=1,PERSIST=132,PART=1,MAXNREG=0 270
-verdicts
+judge_swiglu_part
