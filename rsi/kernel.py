@@ -149,35 +149,33 @@ def _alignment(t: torch.Tensor) -> int:
 
 
 def _cute_key(fn: Callable, args: Sequence[Any], consts: dict[str, Any], dynamic: bool = False) -> tuple:
-    """The compile cache's key of ``fn(*args, stream, **consts)``: tensors by dtype, shape, strides, alignment and
-    device, or with ``dynamic`` and a unit stride by dtype, rank, the unit-stride mode, alignment and device (see
-    :func:`_cute_args`); other arguments by type and value."""
-    key: list[Any] = [fn, tuple(sorted(consts.items())), dynamic]
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            lead = _unit_mode(a) if dynamic else None
-            key.append((a.dtype, tuple(a.shape), a.stride(), _alignment(a), a.device) if lead is None
-                       else (a.dtype, a.dim(), lead, _alignment(a), a.device))
-        else:
-            key.append((type(a), a))
-    return tuple(key)
+    """The compile cache's key of ``fn(*args, stream, **consts)`` alone (:func:`_cute_args` without wrapping)."""
+    return _cute_args(fn, args, consts, None, None, dynamic)[0]
 
 
 def _cute_args(fn: Callable, args: Sequence[Any], consts: dict[str, Any], stream: Any,
-               from_dlpack: Callable, dynamic: bool = False) -> tuple[tuple, list]:
+               from_dlpack: Callable | None, dynamic: bool = False) -> tuple[tuple, list]:
     """(cache key, positional arguments) of ``fn(*args, stream, **consts)``: tensors as CuTe tensors with static
-    layouts and their actual alignment, other arguments as they are, then the stream. ``dynamic``: a tensor with a
-    unit stride gets a dynamic layout (``mark_layout_dynamic``: shape and strides runtime values, that unit stride
-    static); one without a unit stride stays static. The key: :func:`_cute_key`."""
+    layouts and their actual alignment (keyed by dtype, shape, strides, alignment and device), other arguments as
+    they are (keyed by value), then the stream. ``dynamic``: a tensor with a unit stride gets a dynamic layout
+    (``mark_layout_dynamic``: shape and strides runtime values, that unit stride static), keyed by dtype, rank, the
+    unit-stride mode, alignment and device; one without a unit stride stays static. ``from_dlpack`` None: the key
+    only (the positional arguments are not made)."""
+    key: list[Any] = [fn, tuple(sorted(consts.items())), dynamic]
     positional: list[Any] = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            t = from_dlpack(a, assumed_align=_alignment(a))
+            align = _alignment(a)
             lead = _unit_mode(a) if dynamic else None
-            positional.append(t if lead is None else t.mark_layout_dynamic(leading_dim=lead))
+            key.append((a.dtype, tuple(a.shape), a.stride(), align, a.device) if lead is None
+                       else (a.dtype, a.dim(), lead, align, a.device))
+            if from_dlpack is not None:
+                t = from_dlpack(a, assumed_align=align)
+                positional.append(t if lead is None else t.mark_layout_dynamic(leading_dim=lead))
         else:
+            key.append((type(a), a))
             positional.append(a)
-    return _cute_key(fn, args, consts, dynamic), [*positional, stream]
+    return tuple(key), [*positional, stream]
 
 
 def _unit_mode(t: torch.Tensor) -> int | None:
